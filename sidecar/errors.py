@@ -1,0 +1,116 @@
+"""Every failure the sidecar reports, and how each becomes an HTTP answer.
+
+The hierarchy::
+
+    SidecarError                      carries status, error type, param
+    ├── InvalidRequestError           400  the client's body is wrong
+    │   ├── ImageError                400  one image cannot be priced
+    │   │   ├── NotBase64Error               the payload is not strict base64
+    │   │   ├── TruncatedImageError          the bytes end before the size is known
+    │   │   ├── NotAnImageError              no known format recognises the bytes
+    │   │   ├── EmptyImageError              the header claims a zero width or height
+    │   │   ├── ImageTooLargeError           the header claims more pixels than allowed
+    │   │   └── UnsupportedImageSizeError    the model's processor refuses the size
+    │   └── BudgetExceededError       400  a per-request budget is exceeded
+    ├── BodyTooLargeError             413
+    ├── OverloadedError               429  the in-flight budget stayed full
+    ├── UpstreamError                 502
+    │   └── UpstreamTimeoutError      504
+    └── ConfigurationError            (start-up only; never an HTTP answer)
+
+Outcomes that are not failures (admit, downscale, wait) are values, see ``admission``.
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+
+class SidecarError(Exception):
+    """Base of every error the sidecar raises on purpose."""
+
+    status: int = HTTPStatus.INTERNAL_SERVER_ERROR
+    error_type: str = "InternalServerError"
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+class InvalidRequestError(SidecarError):
+    """The request body cannot be served as sent."""
+
+    status = HTTPStatus.BAD_REQUEST
+    error_type = "BadRequestError"
+
+
+class ImageError(InvalidRequestError):
+    """One image cannot be read or priced."""
+
+    def __init__(self, message: str, *, param: str | None = "image_url") -> None:
+        super().__init__(message, param=param)
+
+
+class NotBase64Error(ImageError):
+    """The payload contains characters outside the strict base64 alphabet."""
+
+
+class TruncatedImageError(ImageError):
+    """The bytes end before the header gives the image size."""
+
+
+class NotAnImageError(ImageError):
+    """No supported image format recognises the bytes."""
+
+
+class EmptyImageError(ImageError):
+    """The header claims a width or height of zero."""
+
+
+class ImageTooLargeError(ImageError):
+    """The header claims more pixels than the hard limit allows."""
+
+
+class UnsupportedImageSizeError(ImageError):
+    """The model's own processor refuses this size (for example Qwen's aspect-ratio limit)."""
+
+
+class BudgetExceededError(InvalidRequestError):
+    """The predicted cost exceeds a per-request budget."""
+
+
+class BodyTooLargeError(SidecarError):
+    """The request body exceeds SIDECAR_MAX_BODY_BYTES."""
+
+    status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+    error_type = "RequestEntityTooLarge"
+
+
+class OverloadedError(SidecarError):
+    """The in-flight KV budget stayed full for the whole queue timeout."""
+
+    status = HTTPStatus.TOO_MANY_REQUESTS
+    error_type = "TooManyRequests"
+
+    def __init__(self, message: str, *, retry_after_seconds: int) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+
+
+class UpstreamError(SidecarError):
+    """vLLM could not be reached or broke the connection."""
+
+    status = HTTPStatus.BAD_GATEWAY
+    error_type = "BadGateway"
+
+
+class UpstreamTimeoutError(UpstreamError):
+    """vLLM did not answer in time."""
+
+    status = HTTPStatus.GATEWAY_TIMEOUT
+    error_type = "GatewayTimeout"
+
+
+class ConfigurationError(Exception):
+    """A setting or model profile is invalid; raised at start-up, never per request."""

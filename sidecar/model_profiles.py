@@ -1,0 +1,235 @@
+"""Model profiles: a vision rule plus KV geometry, from a built-in name or a model directory.
+
+A profile is everything the prediction needs to know about the served model. It is
+built once at start-up from the same ``config.json`` and ``preprocessor_config.json``
+that vLLM reads, then adjusted by the deployment's overrides, which mirror vLLM's
+flags (``--mm-processor-kwargs`` pixel bounds, ``--kv-cache-dtype``,
+``--tensor-parallel-size``, ``--block-size``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sidecar.builtin_models import BUILTIN_MODELS
+from sidecar.errors import ConfigurationError
+from sidecar.kv_geometry import AttentionKind, KvGeometry, LayerGroup
+from sidecar.vision import VisionRule
+from sidecar.vision.fixed import FixedTokensRule
+from sidecar.vision.qwen import QwenSmartResizeRule
+
+DEFAULT_BLOCK_SIZE_TOKENS = 16
+
+_DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
+_KV_CACHE_DTYPE_BYTES = {
+    "bfloat16": 2,
+    "float16": 2,
+    "half": 2,
+    "float32": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+}
+
+# Context the checkpoint was validated for, where it is shorter than the position limit.
+_VALIDATED_CONTEXT_TOKENS = {"qwen2_5_vl": 32768}
+
+VisionRuleFactory = Callable[[str, dict[str, Any], dict[str, Any]], VisionRule]
+
+VISION_RULES: dict[str, VisionRuleFactory] = {
+    "qwen2_vl": QwenSmartResizeRule.from_configs,
+    "qwen2_5_vl": QwenSmartResizeRule.from_configs,
+    "qwen3_vl": QwenSmartResizeRule.from_configs,
+    "llava": FixedTokensRule.from_llava_configs,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileOverrides:
+    """Deployment settings that change the prediction, named after vLLM's flags."""
+
+    min_pixels: int | None = None
+    max_pixels: int | None = None
+    kv_cache_dtype: str = "auto"
+    tensor_parallel_size: int = 1
+    block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
+
+
+@dataclass(frozen=True, slots=True)
+class ModelProfile:
+    """What the sidecar knows about the served model."""
+
+    name: str
+    model_type: str
+    vision: VisionRule
+    kv: KvGeometry
+    max_position_embeddings: int
+    validated_context_tokens: int | None
+    embedding_width: int
+    model_dtype_bytes: int
+    parameter_count: int | None
+    source: str  # "builtin" or the model directory
+
+    def with_overrides(self, overrides: ProfileOverrides) -> ModelProfile:
+        """Apply the deployment's vLLM flags."""
+        kv_dtype_bytes = kv_cache_dtype_bytes(overrides.kv_cache_dtype, self.model_dtype_bytes)
+        if overrides.tensor_parallel_size < 1 or overrides.block_size_tokens < 1:
+            raise ConfigurationError("tensor_parallel_size and block_size must be at least 1")
+        return replace(
+            self,
+            vision=self.vision.with_pixel_range(overrides.min_pixels, overrides.max_pixels),
+            kv=replace(
+                self.kv,
+                dtype_bytes=kv_dtype_bytes,
+                tensor_parallel_size=overrides.tensor_parallel_size,
+                block_size_tokens=overrides.block_size_tokens,
+            ),
+        )
+
+
+def kv_cache_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int) -> int:
+    """Bytes per KV element for a ``--kv-cache-dtype`` value; ``auto`` is the model dtype."""
+    if kv_cache_dtype == "auto":
+        return model_dtype_bytes
+    try:
+        return _KV_CACHE_DTYPE_BYTES[kv_cache_dtype]
+    except KeyError:
+        supported = ", ".join(["auto", *_KV_CACHE_DTYPE_BYTES])
+        raise ConfigurationError(
+            f"unsupported KV cache dtype {kv_cache_dtype!r}; supported: {supported}"
+        ) from None
+
+
+def builtin_model_names() -> list[str]:
+    """Hugging Face ids with built-in profiles."""
+    return sorted(BUILTIN_MODELS)
+
+
+def load_profile(model: str, overrides: ProfileOverrides | None = None) -> ModelProfile:
+    """Profile for a built-in Hugging Face id or a model directory; ConfigurationError if neither."""
+    overrides = overrides or ProfileOverrides()
+    builtin = _find_builtin(model)
+    if builtin is not None:
+        entry = BUILTIN_MODELS[builtin]
+        profile = profile_from_configs(
+            builtin, entry.config, entry.preprocessor, source="builtin"
+        )
+        profile = replace(profile, parameter_count=entry.parameter_count)
+    elif Path(model).is_dir():
+        profile = _profile_from_directory(Path(model))
+    else:
+        raise ConfigurationError(
+            f"unknown model {model!r}: not a built-in profile and not a model directory. "
+            f"Built-ins: {', '.join(builtin_model_names())}"
+        )
+    return profile.with_overrides(overrides)
+
+
+def profile_from_configs(
+    name: str, config: dict[str, Any], preprocessor: dict[str, Any], *, source: str
+) -> ModelProfile:
+    """Build a profile from parsed ``config.json`` and preprocessor config values."""
+    model_type = str(config.get("model_type", ""))
+    factory = VISION_RULES.get(model_type)
+    if factory is None:
+        raise ConfigurationError(
+            f"model {name!r} has model_type {model_type!r}, which the sidecar does not "
+            f"support; supported: {', '.join(sorted(VISION_RULES))}"
+        )
+    text = config.get("text_config") or config
+    try:
+        vision = factory(model_type, config, preprocessor)
+        dtype_bytes = _DTYPE_BYTES[str(text.get("torch_dtype") or text.get("dtype") or
+                                       config.get("torch_dtype") or "bfloat16")]
+        hidden = int(text["hidden_size"])
+        heads = int(text["num_attention_heads"])
+        kv_heads = int(text.get("num_key_value_heads") or heads)
+        head_dim = int(text.get("head_dim") or hidden // heads)
+        layer_groups = _layer_groups(text, kv_heads, head_dim)
+        max_positions = int(text.get("max_position_embeddings") or 0)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigurationError(f"model {name!r}: config is missing or malformed: {exc}") from exc
+    vision_config = config.get("vision_config") or {}
+    return ModelProfile(
+        name=name,
+        model_type=model_type,
+        vision=vision,
+        kv=KvGeometry(layer_groups=layer_groups, dtype_bytes=dtype_bytes),
+        max_position_embeddings=max_positions,
+        validated_context_tokens=_validated_context(model_type, text),
+        embedding_width=int(vision_config.get("out_hidden_size") or hidden),
+        model_dtype_bytes=dtype_bytes,
+        parameter_count=None,
+        source=source,
+    )
+
+
+def _layer_groups(text: dict[str, Any], kv_heads: int, head_dim: int) -> tuple[LayerGroup, ...]:
+    num_layers = int(text["num_hidden_layers"])
+    layer_types = text.get("layer_types")
+    if not layer_types:
+        return (LayerGroup(AttentionKind.FULL, num_layers, kv_heads, head_dim),)
+    window = text.get("sliding_window")
+    counts = Counter(str(t) for t in layer_types)
+    groups = []
+    for layer_type, count in sorted(counts.items()):
+        kind = AttentionKind.from_layer_type(layer_type)
+        groups.append(
+            LayerGroup(kind, count, kv_heads, head_dim,
+                       int(window) if kind is AttentionKind.SLIDING_WINDOW and window else None)
+        )
+    return tuple(groups)
+
+
+def _validated_context(model_type: str, text: dict[str, Any]) -> int | None:
+    rope_scaling = text.get("rope_scaling") or {}
+    if rope_scaling.get("type") == "yarn" or rope_scaling.get("rope_type") == "yarn":
+        return None
+    return _VALIDATED_CONTEXT_TOKENS.get(model_type)
+
+
+def _find_builtin(model: str) -> str | None:
+    lowered = model.lower()
+    for name in BUILTIN_MODELS:
+        if name.lower() == lowered:
+            return name
+    return None
+
+
+def _profile_from_directory(directory: Path) -> ModelProfile:
+    config = _read_json(directory / "config.json")
+    preprocessor: dict[str, Any] = {}
+    for candidate in ("preprocessor_config.json", "processor_config.json"):
+        path = directory / candidate
+        if path.is_file():
+            data = _read_json(path)
+            # processor_config.json may nest the image processor's values.
+            preprocessor = {**data.get("image_processor", {}), **data, **preprocessor}
+    profile = profile_from_configs(str(directory), config, preprocessor, source=str(directory))
+    return replace(profile, parameter_count=_parameter_count(directory, profile))
+
+
+def _parameter_count(directory: Path, profile: ModelProfile) -> int | None:
+    index = directory / "model.safetensors.index.json"
+    if not index.is_file():
+        return None
+    total_bytes = _read_json(index).get("metadata", {}).get("total_size")
+    return int(total_bytes) // profile.model_dtype_bytes if total_bytes else None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigurationError(f"model directory has no {path.name}: {path}") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigurationError(f"{path} does not hold a JSON object")
+    return data

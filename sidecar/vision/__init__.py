@@ -1,0 +1,71 @@
+"""Vision rules: how one model family turns an image's size into prompt positions.
+
+Each family is one small module with one frozen dataclass implementing ``VisionRule``.
+A rule is pure arithmetic over the size read from the image header; it never sees pixels.
+It must agree exactly with the family's Hugging Face processor, refusals included.
+
+Adding a family: write ``sidecar/vision/<family>.py`` with a rule class and a
+``from_configs(config, preprocessor)`` constructor, register it in
+``sidecar.model_profiles``, and add its table to ``tests/test_vision_oracle.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ImageTokens:
+    """What one image costs in the language model's prompt.
+
+    ``tokens`` are the positions the processor puts in place of the image placeholder;
+    ``wrapper_tokens`` are what the chat template adds around each image (Qwen's
+    vision_start and vision_end). ``cross_attention_tokens`` are encoder states cached in
+    cross-attention layers instead of the prompt (Llama 3.2 Vision); 0 elsewhere.
+    """
+
+    tokens: int
+    wrapper_tokens: int
+    cross_attention_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Prompt positions the image occupies, wrappers included."""
+        return self.tokens + self.wrapper_tokens
+
+
+class VisionRule(Protocol):
+    """The token arithmetic of one model family's image processor."""
+
+    @property
+    def family(self) -> str:
+        """Short family name, for tables, metrics and logs."""
+        ...
+
+    def image_tokens(self, width_px: int, height_px: int) -> ImageTokens:
+        """Tokens for an image of this size; raises UnsupportedImageSizeError when refused."""
+        ...
+
+    def max_image_tokens(self) -> ImageTokens:
+        """Tokens of the costliest image the processor can produce (vLLM's profiling size)."""
+        ...
+
+    def downscale_size(
+        self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
+    ) -> tuple[int, int]:
+        """Largest size, not above the original, whose cost fits both caps exactly.
+
+        The returned (width, height) is chosen so that this rule, applied to it, yields at
+        most ``max_tokens`` tokens; for families whose count does not depend on size it
+        only honours ``max_pixels``. Returns the original size when it already fits.
+        """
+        ...
+
+    def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> VisionRule:
+        """The same rule with vLLM's ``--mm-processor-kwargs`` pixel bounds applied."""
+        ...
+
+    def describe(self) -> str:
+        """One line for tables and README: the rule and its parameters."""
+        ...

@@ -1,0 +1,145 @@
+"""Qwen2-VL, Qwen2.5-VL and Qwen3-VL: ``smart_resize`` to multiples of patch x merge.
+
+The processor rounds each side to a multiple of ``factor = patch_size * merge_size``,
+then scales the image into ``[min_pixels, max_pixels]`` keeping the aspect ratio, and
+emits ``(h / patch) * (w / patch) / merge**2`` tokens. The arithmetic below is
+transformers' ``smart_resize`` line for line, floating-point order and banker's
+rounding included, because a one-token difference is a wrong prediction.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sidecar.errors import UnsupportedImageSizeError
+from sidecar.vision import ImageTokens
+
+MAX_ASPECT_RATIO = 200
+QWEN_WRAPPER_TOKENS = 2  # <|vision_start|> and <|vision_end|> around each image
+
+
+def smart_resize(
+    height_px: int, width_px: int, *, factor: int, min_pixels: int, max_pixels: int
+) -> tuple[int, int]:
+    """transformers' Qwen2-VL ``smart_resize``: the (height, width) the processor feeds the ViT."""
+    if max(height_px, width_px) / min(height_px, width_px) > MAX_ASPECT_RATIO:
+        ratio = max(height_px, width_px) / min(height_px, width_px)
+        raise UnsupportedImageSizeError(
+            f"image {width_px}x{height_px} has an aspect ratio of {ratio:.1f}; "
+            f"the model's processor refuses ratios above {MAX_ASPECT_RATIO}"
+        )
+    h_bar = round(height_px / factor) * factor
+    w_bar = round(width_px / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height_px * width_px) / max_pixels)
+        h_bar = max(factor, math.floor(height_px / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width_px / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height_px * width_px))
+        h_bar = math.ceil(height_px * beta / factor) * factor
+        w_bar = math.ceil(width_px * beta / factor) * factor
+    return h_bar, w_bar
+
+
+@dataclass(frozen=True, slots=True)
+class QwenSmartResizeRule:
+    """Dynamic resolution: tokens = resized_h * resized_w / (patch * merge)**2."""
+
+    family: str
+    patch_size: int
+    merge_size: int
+    min_pixels: int
+    max_pixels: int
+    wrapper_tokens: int = QWEN_WRAPPER_TOKENS
+
+    @classmethod
+    def from_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> QwenSmartResizeRule:
+        """Build from ``config.json`` and ``preprocessor_config.json`` values."""
+        vision = config.get("vision_config", {})
+        size = preprocessor.get("size") or {}
+        patch = int(preprocessor.get("patch_size") or vision.get("patch_size") or 14)
+        merge = int(preprocessor.get("merge_size") or vision.get("spatial_merge_size") or 2)
+        min_pixels = preprocessor.get("min_pixels") or size.get("shortest_edge")
+        max_pixels = preprocessor.get("max_pixels") or size.get("longest_edge")
+        if min_pixels is None or max_pixels is None:
+            raise ValueError("preprocessor config has no min_pixels/max_pixels or size edges")
+        return cls(family, patch, merge, int(min_pixels), int(max_pixels))
+
+    @property
+    def factor(self) -> int:
+        """Side length in pixels that one merged token covers."""
+        return self.patch_size * self.merge_size
+
+    def resized_size(self, width_px: int, height_px: int) -> tuple[int, int]:
+        """(width, height) after the processor's resize."""
+        h, w = smart_resize(
+            height_px,
+            width_px,
+            factor=self.factor,
+            min_pixels=self.min_pixels,
+            max_pixels=self.max_pixels,
+        )
+        return w, h
+
+    def image_tokens(self, width_px: int, height_px: int) -> ImageTokens:
+        w, h = self.resized_size(width_px, height_px)
+        return ImageTokens(
+            tokens=(h // self.factor) * (w // self.factor), wrapper_tokens=self.wrapper_tokens
+        )
+
+    def max_image_tokens(self) -> ImageTokens:
+        # vLLM profiles with max_pixels // factor**2 tokens, factorised into a legal grid.
+        return ImageTokens(
+            tokens=self.max_pixels // self.factor**2, wrapper_tokens=self.wrapper_tokens
+        )
+
+    def downscale_size(
+        self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
+    ) -> tuple[int, int]:
+        if self._fits(width_px, height_px, max_tokens, max_pixels):
+            return width_px, height_px
+        # Target sides are multiples of the factor inside [min_pixels, max_pixels]: smart_resize
+        # leaves such a size unchanged, so the re-probed cost is exactly the grid chosen here.
+        grid_cap = self.max_pixels // self.factor**2
+        if max_tokens is not None:
+            grid_cap = min(grid_cap, max_tokens)
+        if max_pixels is not None:
+            grid_cap = min(grid_cap, max_pixels // self.factor**2)
+        scale = min(1.0, math.sqrt(grid_cap * self.factor**2 / (width_px * height_px)))
+        grid_w = max(1, math.floor(width_px * scale / self.factor))
+        grid_h = max(1, min(math.floor(height_px * scale / self.factor), grid_cap // grid_w))
+        grid_w = max(1, min(grid_w, grid_cap // grid_h))
+        w, h = grid_w * self.factor, grid_h * self.factor
+        if grid_w * grid_h > grid_cap or w * h < self.min_pixels:
+            raise UnsupportedImageSizeError(
+                f"image {width_px}x{height_px} cannot be downscaled to {grid_cap:,} tokens: "
+                f"the model's processor enlarges images below {self.min_pixels:,} pixels"
+            )
+        return w, h
+
+    def _fits(
+        self, width_px: int, height_px: int, max_tokens: int | None, max_pixels: int | None
+    ) -> bool:
+        if max_pixels is not None and width_px * height_px > max_pixels:
+            return False
+        return max_tokens is None or self.image_tokens(width_px, height_px).tokens <= max_tokens
+
+    def with_pixel_range(
+        self, min_pixels: int | None, max_pixels: int | None
+    ) -> QwenSmartResizeRule:
+        return replace(
+            self,
+            min_pixels=self.min_pixels if min_pixels is None else min_pixels,
+            max_pixels=self.max_pixels if max_pixels is None else max_pixels,
+        )
+
+    def describe(self) -> str:
+        return (
+            f"smart_resize to multiples of {self.factor} px within "
+            f"[{self.min_pixels:,}, {self.max_pixels:,}] px; tokens = h*w/{self.factor**2} "
+            f"+ {self.wrapper_tokens} wrapper"
+        )

@@ -112,14 +112,12 @@ def builtin_model_names() -> list[str]:
 
 
 def load_profile(model: str, overrides: ProfileOverrides | None = None) -> ModelProfile:
-    """Profile for a built-in Hugging Face id or a model directory; ConfigurationError if neither."""
+    """Profile for a built-in id or a model directory; ConfigurationError if neither."""
     overrides = overrides or ProfileOverrides()
     builtin = _find_builtin(model)
     if builtin is not None:
         entry = BUILTIN_MODELS[builtin]
-        profile = profile_from_configs(
-            builtin, entry.config, entry.preprocessor, source="builtin"
-        )
+        profile = profile_from_configs(builtin, entry.config, entry.preprocessor, source="builtin")
         profile = replace(profile, parameter_count=entry.parameter_count)
     elif Path(model).is_dir():
         profile = _profile_from_directory(Path(model))
@@ -145,8 +143,14 @@ def profile_from_configs(
     text = config.get("text_config") or config
     try:
         vision = factory(model_type, config, preprocessor)
-        dtype_bytes = _DTYPE_BYTES[str(text.get("torch_dtype") or text.get("dtype") or
-                                       config.get("torch_dtype") or "bfloat16")]
+        dtype_bytes = _DTYPE_BYTES[
+            str(
+                text.get("torch_dtype")
+                or text.get("dtype")
+                or config.get("torch_dtype")
+                or "bfloat16"
+            )
+        ]
         hidden = int(text["hidden_size"])
         heads = int(text["num_attention_heads"])
         kv_heads = int(text.get("num_key_value_heads") or heads)
@@ -181,8 +185,13 @@ def _layer_groups(text: dict[str, Any], kv_heads: int, head_dim: int) -> tuple[L
     for layer_type, count in sorted(counts.items()):
         kind = AttentionKind.from_layer_type(layer_type)
         groups.append(
-            LayerGroup(kind, count, kv_heads, head_dim,
-                       int(window) if kind is AttentionKind.SLIDING_WINDOW and window else None)
+            LayerGroup(
+                kind,
+                count,
+                kv_heads,
+                head_dim,
+                int(window) if kind is AttentionKind.SLIDING_WINDOW and window else None,
+            )
         )
     return tuple(groups)
 

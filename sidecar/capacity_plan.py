@@ -1,0 +1,185 @@
+"""The capacity worksheet: tokens per request, KV in flight, and whether it fits the GPUs.
+
+It follows the design brief's worksheet:
+
+1. tokens per request = images x (tokens per image + wrapper tokens) + text + output
+2. KV tokens in flight = tokens per request x concurrency
+3. KV bytes = whole blocks per request x block size x KV bytes per token x concurrency
+
+and the fit: KV pool per GPU = GPU memory x gpu_memory_utilization - weights per GPU -
+fixed overhead per GPU. Every figure is per GPU when the model is split by tensor
+parallelism, since that is where memory runs out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sidecar.errors import ConfigurationError
+from sidecar.model_profiles import ModelProfile
+
+GIB = 2**30
+# The Qwen model card's recommended upper bound, 1280 * 28 * 28: the brief's "capped" case.
+DEFAULT_CAPPED_MAX_PIXELS = 1_003_520
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """What one request carries and how many run at once."""
+
+    images_per_request: int
+    image_width_px: int
+    image_height_px: int
+    text_tokens: int
+    output_tokens: int
+    concurrency: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    """The GPUs the model is served on."""
+
+    gpu_memory_gib: float
+    gpu_count: int = 1
+    gpu_memory_utilization: float = 0.92
+    overhead_gib_per_gpu: float = 1.5
+    weights_gib: float | None = None  # defaults to parameters x model dtype bytes
+    max_num_batched_tokens: int | None = None  # defaults to vLLM's choice by GPU memory
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRow:
+    """The worksheet for one image size under one ``max_pixels`` setting."""
+
+    label: str
+    max_pixels: int | None
+    image_tokens: int
+    wrapper_tokens: int
+    tokens_per_request: int
+    kv_tokens_in_flight: int
+    kv_bytes_per_request: int
+    kv_bytes_in_flight: int
+    fits: bool
+    max_concurrency: int
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The whole worksheet."""
+
+    model: str
+    kv_bytes_per_token: int
+    weights_bytes_per_gpu: int
+    kv_pool_bytes_per_gpu: int
+    encoder_cache_bytes: int
+    rows: tuple[PlanRow, ...]
+
+
+def default_max_num_batched_tokens(gpu_memory_gib: float) -> int:
+    """vLLM 0.33's OpenAI-server default for H100-class and larger GPUs (A100 aside)."""
+    if gpu_memory_gib >= 160:
+        return 16384
+    if gpu_memory_gib >= 70:
+        return 8192
+    return 2048
+
+
+def weights_bytes(profile: ModelProfile, hardware: Hardware) -> int:
+    """Model weight bytes on all GPUs together."""
+    if hardware.weights_gib is not None:
+        return round(hardware.weights_gib * GIB)
+    if profile.parameter_count is None:
+        raise ConfigurationError(
+            f"the parameter count of {profile.name} is unknown; pass --weights-gib"
+        )
+    return profile.parameter_count * profile.model_dtype_bytes
+
+
+def kv_pool_bytes_per_gpu(profile: ModelProfile, hardware: Hardware) -> int:
+    """What vLLM leaves for the KV cache on each GPU; negative when the weights do not fit."""
+    budget = hardware.gpu_memory_gib * hardware.gpu_memory_utilization * GIB
+    weights = weights_bytes(profile, hardware) / hardware.gpu_count
+    return int(budget - weights - hardware.overhead_gib_per_gpu * GIB)
+
+
+def encoder_cache_bytes(profile: ModelProfile, hardware: Hardware) -> int:
+    """vLLM's encoder cache: max(max_num_batched_tokens, largest item) embeddings."""
+    batched = hardware.max_num_batched_tokens or default_max_num_batched_tokens(
+        hardware.gpu_memory_gib
+    )
+    embeddings = max(batched, profile.vision.max_image_tokens().tokens)
+    return embeddings * profile.embedding_width * profile.model_dtype_bytes
+
+
+def plan_row(profile: ModelProfile, workload: Workload, pool_bytes: int, *, label: str) -> PlanRow:
+    """Apply the worksheet to one profile (one pixel setting) and one image size."""
+    cost = profile.vision.image_tokens(workload.image_width_px, workload.image_height_px)
+    tokens_per_request = (
+        workload.images_per_request * cost.prompt_tokens
+        + workload.text_tokens
+        + workload.output_tokens
+    )
+    per_request = profile.kv.request_kv_bytes(
+        tokens_per_request, workload.images_per_request * cost.cross_attention_tokens
+    )
+    in_flight = per_request * workload.concurrency
+    max_pixels = getattr(profile.vision, "max_pixels", None)
+    return PlanRow(
+        label=label,
+        max_pixels=max_pixels if isinstance(max_pixels, int) else None,
+        image_tokens=cost.tokens,
+        wrapper_tokens=cost.wrapper_tokens,
+        tokens_per_request=tokens_per_request,
+        kv_tokens_in_flight=tokens_per_request * workload.concurrency,
+        kv_bytes_per_request=per_request,
+        kv_bytes_in_flight=in_flight,
+        fits=0 < in_flight <= pool_bytes,
+        max_concurrency=max(0, pool_bytes) // per_request if per_request else 0,
+        warnings=context_warnings(profile, tokens_per_request),
+    )
+
+
+def context_warnings(profile: ModelProfile, tokens_per_request: int) -> tuple[str, ...]:
+    """Warn when a request outgrows the validated context or the position limit."""
+    warnings = []
+    validated = profile.validated_context_tokens
+    if validated is not None and tokens_per_request > validated:
+        warnings.append(
+            f"{tokens_per_request:,} tokens per request exceed the {validated:,}-token context "
+            f"{profile.name} was validated for without YaRN; set --max-model-len {validated} "
+            f"or enable YaRN deliberately"
+        )
+    if profile.max_position_embeddings and tokens_per_request > profile.max_position_embeddings:
+        warnings.append(
+            f"{tokens_per_request:,} tokens per request exceed the model's position limit of "
+            f"{profile.max_position_embeddings:,}; vLLM will refuse these requests"
+        )
+    return tuple(warnings)
+
+
+def make_plan(
+    profile: ModelProfile,
+    workloads: list[tuple[str, Workload]],
+    hardware: Hardware,
+    *,
+    capped_max_pixels: int = DEFAULT_CAPPED_MAX_PIXELS,
+) -> Plan:
+    """The worksheet for each labelled workload, uncapped and capped side by side."""
+    kv = replace(profile.kv, tensor_parallel_size=hardware.gpu_count)
+    served = replace(profile, kv=kv)
+    capped = replace(served, vision=served.vision.with_pixel_range(None, capped_max_pixels))
+    pool = kv_pool_bytes_per_gpu(profile, hardware)
+    rows = []
+    for label, workload in workloads:
+        rows.append(plan_row(served, workload, pool, label=f"{label} uncapped"))
+        if capped.vision != served.vision:
+            rows.append(plan_row(capped, workload, pool, label=f"{label} capped"))
+    return Plan(
+        model=profile.name,
+        kv_bytes_per_token=kv.bytes_per_token,
+        weights_bytes_per_gpu=weights_bytes(profile, hardware) // hardware.gpu_count,
+        kv_pool_bytes_per_gpu=pool,
+        encoder_cache_bytes=encoder_cache_bytes(profile, hardware),
+        rows=tuple(rows),
+    )

@@ -1,0 +1,223 @@
+"""The ``vlm-sidecar`` command line: ``serve``, ``tokens``, ``plan`` and ``demo``.
+
+``tokens --json`` is a public contract: one JSON object per input and line, with the keys
+``input, width, height, tokens, wrapper_tokens, kv_bytes`` or, for an input the model
+refuses, ``input, error``; the exit status is 1 when any input failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+import orjson
+
+from sidecar.capacity_plan import DEFAULT_CAPPED_MAX_PIXELS, Hardware, Plan, Workload, make_plan
+from sidecar.errors import ConfigurationError, ImageError
+from sidecar.model_profiles import ModelProfile, ProfileOverrides, load_profile
+from sidecar.units import format_bytes
+
+_SIZE = re.compile(r"^(\d+)[xX](\d+)$")
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``"4032x3024"`` -> ``(4032, 3024)``."""
+    match = _SIZE.match(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, got {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def _add_profile_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="built-in Hugging Face id or model dir")
+    parser.add_argument("--min-pixels", type=int, help="as vLLM's --mm-processor-kwargs")
+    parser.add_argument("--max-pixels", type=int, help="as vLLM's --mm-processor-kwargs")
+    parser.add_argument("--kv-cache-dtype", default="auto", help="as vLLM's --kv-cache-dtype")
+    parser.add_argument("--block-size", type=int, default=16, help="vLLM KV block, tokens")
+
+
+def _profile(args: argparse.Namespace, *, tensor_parallel_size: int = 1) -> ModelProfile:
+    return load_profile(
+        args.model,
+        ProfileOverrides(
+            min_pixels=args.min_pixels,
+            max_pixels=args.max_pixels,
+            kv_cache_dtype=args.kv_cache_dtype,
+            tensor_parallel_size=tensor_parallel_size,
+            block_size_tokens=args.block_size,
+        ),
+    )
+
+
+def _input_size(text: str) -> tuple[int, int]:
+    match = _SIZE.match(text.strip())
+    if match is not None:
+        return int(match.group(1)), int(match.group(2))
+    from sidecar.images.probe import probe_path
+
+    header = probe_path(text)
+    return header.width_px, header.height_px
+
+
+def run_tokens(args: argparse.Namespace, out: TextIO) -> int:
+    """Print the visual tokens of each input; 1 if any input failed."""
+    profile = _profile(args)
+    rows: list[dict[str, object]] = []
+    for item in args.inputs:
+        try:
+            width, height = _input_size(item)
+            cost = profile.vision.image_tokens(width, height)
+        except (ImageError, OSError) as exc:
+            rows.append({"input": item, "error": str(exc)})
+            continue
+        rows.append(
+            {
+                "input": item,
+                "width": width,
+                "height": height,
+                "tokens": cost.tokens,
+                "wrapper_tokens": cost.wrapper_tokens,
+                "kv_bytes": cost.tokens * profile.kv.bytes_per_token,
+            }
+        )
+    if args.json:
+        for row in rows:
+            out.write(orjson.dumps(row).decode() + "\n")
+    else:
+        _print_tokens_table(profile, rows, out)
+    return 1 if any("error" in row for row in rows) else 0
+
+
+def _print_tokens_table(profile: ModelProfile, rows: list[dict[str, object]], out: TextIO) -> None:
+    out.write(f"model: {profile.name} ({profile.vision.describe()})\n")
+    out.write(f"KV per token: {format_bytes(profile.kv.bytes_per_token)}\n\n")
+    header = f"{'input':<28} {'size':>11} {'tokens':>8} {'wrapper':>7} {'KV (image)':>12}"
+    out.write(header + "\n" + "-" * len(header) + "\n")
+    for row in rows:
+        if "error" in row:
+            out.write(f"{row['input']!s:<28} error: {row['error']}\n")
+            continue
+        size = f"{row['width']}x{row['height']}"
+        kv = format_bytes(int(str(row["kv_bytes"])))
+        out.write(
+            f"{row['input']!s:<28} {size:>11} {row['tokens']:>8,} {row['wrapper_tokens']:>7} "
+            f"{kv:>12}\n"
+        )
+
+
+def run_plan(args: argparse.Namespace, out: TextIO) -> int:
+    """Print the capacity worksheet."""
+    profile = _profile(args)
+    sizes = [("p50", args.image_size)]
+    if args.p99_image_size is not None:
+        sizes.append(("p99", args.p99_image_size))
+    workloads = [
+        (
+            label,
+            Workload(
+                images_per_request=args.images,
+                image_width_px=size[0],
+                image_height_px=size[1],
+                text_tokens=args.text_tokens,
+                output_tokens=args.output_tokens,
+                concurrency=args.concurrency,
+            ),
+        )
+        for label, size in sizes
+    ]
+    hardware = Hardware(
+        gpu_memory_gib=args.gpu_memory_gib,
+        gpu_count=args.gpus,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        overhead_gib_per_gpu=args.overhead_gib,
+        weights_gib=args.weights_gib,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+    )
+    plan = make_plan(profile, workloads, hardware, capped_max_pixels=args.capped_max_pixels)
+    if args.json:
+        out.write(orjson.dumps(plan).decode() + "\n")
+    else:
+        print_plan(plan, hardware, out)
+    return 0
+
+
+def print_plan(plan: Plan, hardware: Hardware, out: TextIO) -> None:
+    """The worksheet as a readable table, one column per size and pixel setting."""
+    out.write(f"model: {plan.model}\n")
+    out.write(
+        f"GPUs: {hardware.gpu_count} x {hardware.gpu_memory_gib:g} GiB at "
+        f"gpu_memory_utilization {hardware.gpu_memory_utilization:g}, "
+        f"{hardware.overhead_gib_per_gpu:g} GiB fixed overhead per GPU\n"
+    )
+    out.write(
+        f"weights per GPU: {format_bytes(plan.weights_bytes_per_gpu)}; "
+        f"KV pool per GPU: {format_bytes(plan.kv_pool_bytes_per_gpu)}; "
+        f"KV per token per GPU: {format_bytes(plan.kv_bytes_per_token)}; "
+        f"encoder cache: {format_bytes(plan.encoder_cache_bytes)}\n\n"
+    )
+    lines: list[tuple[str, list[str]]] = [
+        ("max_pixels", [f"{r.max_pixels:,}" if r.max_pixels else "-" for r in plan.rows]),
+        ("tokens per image", [f"{r.image_tokens:,} + {r.wrapper_tokens}" for r in plan.rows]),
+        ("tokens per request", [f"{r.tokens_per_request:,}" for r in plan.rows]),
+        ("KV tokens in flight", [f"{r.kv_tokens_in_flight:,}" for r in plan.rows]),
+        ("KV per request", [format_bytes(r.kv_bytes_per_request) for r in plan.rows]),
+        ("KV in flight", [format_bytes(r.kv_bytes_in_flight) for r in plan.rows]),
+        ("fits", ["yes" if r.fits else "NO" for r in plan.rows]),
+        ("max concurrency (KV)", [f"{r.max_concurrency:,}" for r in plan.rows]),
+    ]
+    width = max(16, *(len(r.label) for r in plan.rows))
+    out.write(f"{'':<22}" + "".join(f"{r.label:>{width + 2}}" for r in plan.rows) + "\n")
+    for name, cells in lines:
+        out.write(f"{name:<22}" + "".join(f"{c:>{width + 2}}" for c in cells) + "\n")
+    warnings = dict.fromkeys(w for r in plan.rows for w in r.warnings)
+    for warning in warnings:
+        out.write(f"\nwarning: {warning}")
+    if warnings:
+        out.write("\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    parser = argparse.ArgumentParser(prog="vlm-sidecar", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    tokens = commands.add_parser("tokens", help="visual tokens and KV bytes per image")
+    _add_profile_arguments(tokens)
+    tokens.add_argument("--json", action="store_true", help="one JSON object per line")
+    tokens.add_argument("inputs", nargs="+", metavar="INPUT", help="WIDTHxHEIGHT or image file")
+
+    plan = commands.add_parser("plan", help="the capacity worksheet")
+    _add_profile_arguments(plan)
+    plan.add_argument("--images", type=int, default=1, help="images per request")
+    plan.add_argument("--image-size", type=parse_size, default=(1920, 1080), help="p50 WxH")
+    plan.add_argument("--p99-image-size", type=parse_size, help="p99 WxH")
+    plan.add_argument("--text-tokens", type=int, default=300)
+    plan.add_argument("--output-tokens", type=int, default=500)
+    plan.add_argument("--concurrency", type=int, default=32)
+    plan.add_argument("--gpu-memory-gib", type=float, default=80.0)
+    plan.add_argument("--gpus", type=int, default=1, help="tensor-parallel GPUs")
+    plan.add_argument("--gpu-memory-utilization", type=float, default=0.92)
+    plan.add_argument("--overhead-gib", type=float, default=1.5, help="per GPU")
+    plan.add_argument("--weights-gib", type=float, help="default: parameters x dtype")
+    plan.add_argument("--max-num-batched-tokens", type=int)
+    plan.add_argument("--capped-max-pixels", type=int, default=DEFAULT_CAPPED_MAX_PIXELS)
+    plan.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run one subcommand; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    stream = out or sys.stdout
+    try:
+        if args.command == "tokens":
+            return run_tokens(args, stream)
+        if args.command == "plan":
+            return run_plan(args, stream)
+    except ConfigurationError as exc:
+        sys.stderr.write(f"vlm-sidecar: {exc}\n")
+        return 2
+    raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover

@@ -1,0 +1,178 @@
+"""The admission decision: ``Admit | Downscale | Wait | Reject``, as a pure function.
+
+``decide()`` checks a request's prediction against the operator's budgets in a fixed
+order (images per request, pixels and tokens per image, then the request's visual
+tokens, prompt tokens and KV bytes), then against the in-flight KV budget. When a budget
+is broken and the operator chose ``downscale``, it plans new image sizes (see
+``downscale_plan``) and only returns ``Downscale`` if the plan satisfies every budget;
+otherwise it rejects with a message naming the budget, the predicted value and the limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from http import HTTPStatus
+
+from sidecar.budgets import Budgets
+from sidecar.downscale_plan import ImageResize, plan_downscale
+from sidecar.kv_geometry import KvGeometry
+from sidecar.prediction import RequestPrediction
+from sidecar.units import format_bytes
+from sidecar.vision import VisionRule
+
+
+class Reason(StrEnum):
+    """Why a decision was taken: a bounded label set, named after the budget involved."""
+
+    WITHIN_BUDGET = "within_budget"
+    MAX_IMAGES_PER_REQUEST = "max_images_per_request"
+    MAX_IMAGE_PIXELS = "max_image_pixels"
+    MAX_IMAGE_TOKENS = "max_image_tokens"
+    MAX_REQUEST_VISUAL_TOKENS = "max_request_visual_tokens"
+    MAX_REQUEST_PROMPT_TOKENS = "max_request_prompt_tokens"
+    MAX_REQUEST_KV_BYTES = "max_request_kv_bytes"
+    KV_BUDGET_FULL = "kv_budget_full"
+    LARGER_THAN_KV_BUDGET = "larger_than_kv_budget"
+    QUEUE_TIMEOUT = "queue_timeout"
+    QUEUE_FULL = "queue_full"
+    INVALID_BODY = "invalid_body"
+    INVALID_IMAGE = "invalid_image"
+    REMOTE_IMAGE = "remote_image"
+    BODY_TOO_LARGE = "body_too_large"
+    UPSTREAM_ERROR = "upstream_error"
+    CLIENT_DISCONNECT = "client_disconnect"
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """Forward as sent."""
+
+    prediction: RequestPrediction
+    reason: Reason = Reason.WITHIN_BUDGET
+
+
+@dataclass(frozen=True, slots=True)
+class Downscale:
+    """Forward with smaller images: rewritten bytes, or vLLM's ``max_pixels``."""
+
+    prediction: RequestPrediction
+    original: RequestPrediction
+    resizes: tuple[ImageResize, ...]
+    processor_max_pixels: int | None
+    reason: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Queue for the in-flight KV budget."""
+
+    prediction: RequestPrediction
+    reason: Reason = Reason.KV_BUDGET_FULL
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """Answer with an error; nothing is forwarded."""
+
+    prediction: RequestPrediction | None
+    reason: Reason
+    message: str
+    status: int = HTTPStatus.BAD_REQUEST
+    retry_after_seconds: int | None = None
+
+
+Decision = Admit | Downscale | Wait | Reject
+
+
+def find_violation(prediction: RequestPrediction, budgets: Budgets) -> tuple[Reason, str] | None:
+    """The first broken per-image or per-request budget, with a message naming it."""
+    total = len(prediction.images)
+    for image in prediction.images:
+        limit = budgets.max_image_pixels
+        if limit is not None and image.pixels > limit:
+            return Reason.MAX_IMAGE_PIXELS, (
+                f"{image.describe(total)} has {image.pixels:,} pixels; "
+                f"SIDECAR_MAX_IMAGE_PIXELS is {limit:,}"
+            )
+    for image in prediction.images:
+        limit = budgets.max_image_tokens
+        if limit is not None and image.tokens.tokens > limit:
+            return Reason.MAX_IMAGE_TOKENS, (
+                f"{image.describe(total)} costs {image.tokens.tokens:,} tokens; "
+                f"SIDECAR_MAX_IMAGE_TOKENS is {limit:,}"
+            )
+    checks = (
+        (Reason.MAX_REQUEST_VISUAL_TOKENS, prediction.visual_tokens,
+         budgets.max_request_visual_tokens, "visual tokens"),
+        (Reason.MAX_REQUEST_PROMPT_TOKENS, prediction.prompt_tokens,
+         budgets.max_request_prompt_tokens, "prompt tokens"),
+    )  # fmt: skip
+    for reason, value, limit, noun in checks:
+        if limit is not None and value > limit:
+            return reason, (
+                f"request costs {value:,} {noun}; SIDECAR_{reason.value.upper()} is {limit:,}"
+            )
+    kv_limit = budgets.max_request_kv_bytes
+    if kv_limit is not None and prediction.kv_bytes > kv_limit:
+        return Reason.MAX_REQUEST_KV_BYTES, (
+            f"request needs {format_bytes(prediction.kv_bytes)} of KV cache "
+            f"({prediction.kv_bytes:,} bytes); SIDECAR_MAX_REQUEST_KV_BYTES is "
+            f"{format_bytes(kv_limit)}"
+        )
+    return None
+
+
+def decide(
+    prediction: RequestPrediction,
+    budgets: Budgets,
+    *,
+    vision: VisionRule,
+    kv: KvGeometry,
+    inflight_kv_bytes: int = 0,
+) -> Decision:
+    """Admit, downscale, wait or reject one request."""
+    limit = budgets.max_images_per_request
+    if limit is not None and len(prediction.images) > limit:
+        return Reject(
+            prediction,
+            Reason.MAX_IMAGES_PER_REQUEST,
+            f"request carries {len(prediction.images)} images; "
+            f"SIDECAR_MAX_IMAGES_PER_REQUEST is {limit}",
+        )
+    violation = find_violation(prediction, budgets)
+    if violation is None:
+        return _against_kv_budget(Admit(prediction), budgets, inflight_kv_bytes)
+    reason, message = violation
+    if not budgets.downscale:
+        return Reject(prediction, reason, message)
+    plan = plan_downscale(prediction, budgets, vision=vision, kv=kv)
+    if isinstance(plan, str):
+        return Reject(prediction, reason, f"{message}; cannot downscale: {plan}")
+    smaller, resizes, processor_max_pixels = plan
+    remaining = find_violation(smaller, budgets)
+    if remaining is not None:
+        return Reject(prediction, reason, f"{message}; even downscaled, {remaining[1]}")
+    downscale = Downscale(smaller, prediction, resizes, processor_max_pixels, reason)
+    return _against_kv_budget(downscale, budgets, inflight_kv_bytes)
+
+
+def _against_kv_budget(
+    decision: Admit | Downscale, budgets: Budgets, inflight_kv_bytes: int
+) -> Decision:
+    total = budgets.kv_budget_bytes
+    kv_bytes = decision.prediction.kv_bytes
+    if total <= 0:
+        return decision
+    if kv_bytes > total:
+        return Reject(
+            decision.prediction,
+            Reason.LARGER_THAN_KV_BUDGET,
+            f"request needs {format_bytes(kv_bytes)} of KV cache, more than the whole "
+            f"in-flight budget SIDECAR_KV_BUDGET_BYTES of {format_bytes(total)}",
+            status=HTTPStatus.TOO_MANY_REQUESTS,
+            retry_after_seconds=60,
+        )
+    if inflight_kv_bytes + kv_bytes > total and isinstance(decision, Admit):
+        return Wait(decision.prediction)
+    return decision

@@ -1,0 +1,167 @@
+"""Plan smaller images so that a request fits every budget, exactly.
+
+Two methods:
+
+- ``resize`` (default) rewrites inline images. Each image gets a token cap; the caps
+  are found by water-filling the request's remaining visual-token allowance (the
+  largest images shrink first, small ones are left alone), then the vision rule picks
+  a size that its own processor maps to at most that many tokens. Images given as
+  URLs cannot be rewritten and keep their cost.
+- ``processor_kwargs`` asks vLLM to resize every image by sending
+  ``mm_processor_kwargs.max_pixels``; the plan picks the largest such value that fits.
+  It needs vLLM's ``--trust-request-mm-kwargs`` and a rule with a pixel range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sidecar.budgets import Budgets
+from sidecar.errors import UnsupportedImageSizeError
+from sidecar.kv_geometry import KvGeometry
+from sidecar.prediction import ImageCost, RequestPrediction, with_kv_bytes
+from sidecar.vision import VisionRule
+
+
+@dataclass(frozen=True, slots=True)
+class ImageResize:
+    """One image's new size and what it will cost."""
+
+    index: int
+    from_size: tuple[int, int]
+    to_size: tuple[int, int]
+    tokens_before: int
+    tokens_after: int
+
+
+DownscalePlan = tuple[RequestPrediction, tuple[ImageResize, ...], int | None]
+
+
+def plan_downscale(
+    prediction: RequestPrediction, budgets: Budgets, *, vision: VisionRule, kv: KvGeometry
+) -> DownscalePlan | str:
+    """New image sizes that satisfy the budgets, or why there are none."""
+    allowance = _visual_allowance(prediction, budgets, kv)
+    if budgets.downscale_with_processor_kwargs:
+        return _plan_processor_max_pixels(prediction, budgets, vision, kv, allowance)
+    return _plan_resize(prediction, budgets, vision, kv, allowance)
+
+
+def _visual_allowance(prediction: RequestPrediction, budgets: Budgets, kv: KvGeometry) -> int:
+    """The most image tokens the request may carry under its request-level budgets."""
+    fixed = prediction.prompt_tokens - prediction.image_tokens
+    allowance = prediction.image_tokens
+    if budgets.max_request_visual_tokens is not None:
+        allowance = min(allowance, budgets.max_request_visual_tokens - prediction.media_tokens)
+    if budgets.max_request_prompt_tokens is not None:
+        allowance = min(allowance, budgets.max_request_prompt_tokens - fixed)
+    if budgets.max_request_kv_bytes is not None:
+        outputs = prediction.n * prediction.output_tokens
+        cross = prediction.cross_attention_tokens
+        low, high = 0, prediction.image_tokens  # largest image total whose KV fits
+        while low < high:
+            middle = (low + high + 1) // 2
+            if kv.request_kv_bytes(fixed + middle + outputs, cross) <= budgets.max_request_kv_bytes:
+                low = middle
+            else:
+                high = middle - 1
+        fits_at_zero = kv.request_kv_bytes(fixed + outputs, cross) <= budgets.max_request_kv_bytes
+        allowance = min(allowance, low if fits_at_zero else -1)
+    return allowance
+
+
+def _water_level(costs: list[int], allowance: int) -> int:
+    """Largest cap T with sum(min(cost, T)) <= allowance."""
+    low, high = 0, max(costs, default=0)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if sum(min(cost, middle) for cost in costs) <= allowance:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _plan_resize(
+    prediction: RequestPrediction,
+    budgets: Budgets,
+    vision: VisionRule,
+    kv: KvGeometry,
+    allowance: int,
+) -> DownscalePlan | str:
+    fixed_tokens = sum(i.tokens.tokens for i in prediction.images if not i.resizable)
+    resizable = [i.tokens.tokens for i in prediction.images if i.resizable]
+    if not resizable:
+        return "the request's images are URLs, which cannot be rewritten in place"
+    level = _water_level(resizable, allowance - fixed_tokens)
+    if allowance - fixed_tokens < 0:
+        return "images given as URLs alone exceed the budget"
+    images: list[ImageCost] = []
+    resizes: list[ImageResize] = []
+    for image in prediction.images:
+        if not image.resizable or image.width_px is None or image.height_px is None:
+            images.append(image)
+            continue
+        cap = min(level, budgets.max_image_tokens or level)
+        try:
+            width, height = vision.downscale_size(
+                image.width_px, image.height_px, max_tokens=cap,
+                max_pixels=budgets.max_image_pixels,
+            )  # fmt: skip
+            tokens = vision.image_tokens(width, height)
+        except UnsupportedImageSizeError as exc:
+            return str(exc)
+        if (width, height) != (image.width_px, image.height_px):
+            resizes.append(
+                ImageResize(image.index, (image.width_px, image.height_px), (width, height),
+                            image.tokens.tokens, tokens.tokens)
+            )  # fmt: skip
+        images.append(replace(image, width_px=width, height_px=height, tokens=tokens))
+    if not resizes:
+        return "no smaller size lowers this model's cost"
+    return with_kv_bytes(replace(prediction, images=tuple(images)), kv), tuple(resizes), None
+
+
+def _plan_processor_max_pixels(
+    prediction: RequestPrediction,
+    budgets: Budgets,
+    vision: VisionRule,
+    kv: KvGeometry,
+    allowance: int,
+) -> DownscalePlan | str:
+    current = getattr(vision, "max_pixels", None)
+    minimum = getattr(vision, "min_pixels", None)
+    if not isinstance(current, int) or not isinstance(minimum, int):
+        return "this model's processor has no max_pixels to lower"
+    if budgets.max_image_pixels is not None and any(
+        i.pixels > budgets.max_image_pixels for i in prediction.images
+    ):
+        return "vLLM would still decode the full image; use SIDECAR_DOWNSCALE_METHOD=resize"
+
+    def priced(max_pixels: int) -> RequestPrediction:
+        rule = vision.with_pixel_range(None, max_pixels)
+        images = tuple(
+            replace(image, tokens=rule.max_image_tokens())
+            if image.width_px is None or image.height_px is None
+            else replace(image, tokens=rule.image_tokens(image.width_px, image.height_px))
+            for image in prediction.images
+        )
+        return replace(prediction, images=images)
+
+    def fits(max_pixels: int) -> bool:
+        candidate = priced(max_pixels)
+        cap = budgets.max_image_tokens
+        if cap is not None and any(i.tokens.tokens > cap for i in candidate.images):
+            return False
+        return candidate.image_tokens <= allowance
+
+    low, high = minimum, current  # the largest max_pixels that fits
+    if not fits(low):
+        return "even the processor's min_pixels exceeds the budget"
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return with_kv_bytes(priced(low), kv), (), low

@@ -1,0 +1,206 @@
+"""The in-flight ledger: predicted KV bytes of requests that vLLM is serving right now.
+
+A request reserves its predicted ``kv_bytes`` before it is forwarded and gives them back when
+its response ends, however it ends. Reservations that do not fit wait in one FIFO queue.
+
+Invariants, after every synchronous step:
+
+* ``inflight_bytes`` is the sum of ``kv_bytes`` over granted, unreleased reservations, and
+  ``inflight_requests`` is their count; a grant is counted the moment it is decided, before
+  the waiting task resumes.
+* With a budget, ``inflight_bytes <= total_bytes`` unless ``set_total_bytes`` shrank the budget
+  under reservations already granted; shrinking never revokes them.
+* Each grant is released exactly once: by ``Reservation.release()`` (idempotent), or inside
+  ``acquire`` when the caller is cancelled or times out just as the grant lands.
+* Grants follow arrival order: a waiter is granted only once every earlier waiter has been
+  granted or has left, so a large request at the head is never starved by small ones behind it.
+
+A ``total_bytes`` of 0 means no budget: every reservation is granted at once but still counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from sidecar.errors import OverloadedError
+from sidecar.units import format_bytes
+
+
+@dataclass(eq=False, slots=True)
+class _Waiter:
+    kv_bytes: int
+    retry_after_seconds: int
+    future: asyncio.Future[None]
+
+
+class Reservation:
+    """Granted KV bytes, held until ``release()``; ``waited_seconds`` is the queue wait."""
+
+    __slots__ = ("_budget", "_released", "kv_bytes", "waited_seconds")
+
+    def __init__(self, budget: KvBudget, kv_bytes: int, waited_seconds: float) -> None:
+        self._budget = budget
+        self._released = False
+        self.kv_bytes = kv_bytes
+        self.waited_seconds = waited_seconds
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def release(self) -> None:
+        """Give the bytes back and wake waiters that now fit; later calls do nothing."""
+        if not self._released:
+            self._released = True
+            self._budget._release(self.kv_bytes)
+
+
+class KvBudget:
+    """FIFO admission of KV bytes under ``total_bytes`` (0: unlimited, only counted)."""
+
+    def __init__(self, total_bytes: int, *, max_queue_depth: int | None = None) -> None:
+        if total_bytes < 0:
+            raise ValueError(f"total_bytes must be >= 0, got {total_bytes}")
+        if max_queue_depth is not None and max_queue_depth < 0:
+            raise ValueError(f"max_queue_depth must be >= 0 or None, got {max_queue_depth}")
+        self._total_bytes = total_bytes
+        self._max_queue_depth = max_queue_depth
+        self._inflight_bytes = 0
+        self._inflight_requests = 0
+        self._waiters: deque[_Waiter] = deque()
+
+    @property
+    def total_bytes(self) -> int:
+        return self._total_bytes
+
+    @property
+    def inflight_bytes(self) -> int:
+        return self._inflight_bytes
+
+    @property
+    def inflight_requests(self) -> int:
+        return self._inflight_requests
+
+    @property
+    def queue_depth(self) -> int:
+        return len(self._waiters)
+
+    def set_total_bytes(self, total_bytes: int) -> None:
+        """Change the budget at runtime; waiters that now fit are granted, none are revoked."""
+        if total_bytes < 0:
+            raise ValueError(f"total_bytes must be >= 0, got {total_bytes}")
+        self._total_bytes = total_bytes
+        self._wake()
+
+    async def acquire(self, kv_bytes: int, timeout_seconds: float) -> Reservation:
+        """Wait in FIFO order for ``kv_bytes``; raise ``OverloadedError`` when refused or late.
+
+        The caller owns the returned reservation and must ``release()`` it.
+        """
+        if kv_bytes < 0:
+            raise ValueError(f"kv_bytes must be >= 0, got {kv_bytes}")
+        retry_after_seconds = max(1, math.ceil(timeout_seconds))
+        if self._exceeds_total(kv_bytes):
+            raise self._too_large(kv_bytes, retry_after_seconds)
+        if not self._waiters and self._fits(kv_bytes):
+            self._grant(kv_bytes)
+            return Reservation(self, kv_bytes, 0.0)
+        if self._max_queue_depth is not None and len(self._waiters) >= self._max_queue_depth:
+            raise OverloadedError(
+                f"{self._state(kv_bytes)}, and the queue is full "
+                f"({len(self._waiters)} waiting); retry later",
+                retry_after_seconds=retry_after_seconds,
+            )
+
+        started = time.monotonic()
+        waiter = _Waiter(kv_bytes, retry_after_seconds, asyncio.get_running_loop().create_future())
+        self._waiters.append(waiter)
+        try:
+            async with asyncio.timeout(timeout_seconds):
+                await waiter.future
+        except TimeoutError:
+            if not _granted(waiter):
+                self._leave(waiter)
+                raise OverloadedError(
+                    f"{self._state(kv_bytes)} after waiting {timeout_seconds:g} s; retry later",
+                    retry_after_seconds=retry_after_seconds,
+                ) from None
+            # The grant landed in the same loop iteration as the deadline: keep it.
+        except BaseException:
+            if _granted(waiter):
+                self._release(kv_bytes)
+            else:
+                self._leave(waiter)
+            raise
+        return Reservation(self, kv_bytes, time.monotonic() - started)
+
+    @contextlib.asynccontextmanager
+    async def reserve(self, kv_bytes: int, timeout_seconds: float) -> AsyncIterator[Reservation]:
+        """``acquire`` for the length of an ``async with`` block, released however it ends."""
+        reservation = await self.acquire(kv_bytes, timeout_seconds)
+        try:
+            yield reservation
+        finally:
+            reservation.release()
+
+    def _fits(self, kv_bytes: int) -> bool:
+        return self._total_bytes == 0 or self._inflight_bytes + kv_bytes <= self._total_bytes
+
+    def _exceeds_total(self, kv_bytes: int) -> bool:
+        return self._total_bytes != 0 and kv_bytes > self._total_bytes
+
+    def _grant(self, kv_bytes: int) -> None:
+        self._inflight_bytes += kv_bytes
+        self._inflight_requests += 1
+
+    def _release(self, kv_bytes: int) -> None:
+        self._inflight_bytes -= kv_bytes
+        self._inflight_requests -= 1
+        self._wake()
+
+    def _leave(self, waiter: _Waiter) -> None:
+        """Drop a waiter that gave up; the ones behind it may now fit."""
+        with contextlib.suppress(ValueError):  # already dropped by _wake
+            self._waiters.remove(waiter)
+        self._wake()
+
+    def _wake(self) -> None:
+        """Grant waiters from the head while they fit; stop at the first that does not."""
+        while self._waiters:
+            head = self._waiters[0]
+            if head.future.done():  # cancelled; its task will call _leave
+                self._waiters.popleft()
+            elif self._exceeds_total(head.kv_bytes):  # the budget shrank under it
+                self._waiters.popleft()
+                head.future.set_exception(self._too_large(head.kv_bytes, head.retry_after_seconds))
+            elif self._fits(head.kv_bytes):
+                self._waiters.popleft()
+                self._grant(head.kv_bytes)
+                head.future.set_result(None)
+            else:
+                return
+
+    def _too_large(self, kv_bytes: int, retry_after_seconds: int) -> OverloadedError:
+        return OverloadedError(
+            f"predicted KV cache {format_bytes(kv_bytes)} exceeds the whole in-flight budget "
+            f"of {format_bytes(self._total_bytes)}",
+            retry_after_seconds=retry_after_seconds,
+        )
+
+    def _state(self, kv_bytes: int) -> str:
+        return (
+            f"predicted KV cache {format_bytes(kv_bytes)} does not fit the in-flight budget "
+            f"of {format_bytes(self._total_bytes)} with {format_bytes(self._inflight_bytes)} "
+            f"in flight"
+        )
+
+
+def _granted(waiter: _Waiter) -> bool:
+    future = waiter.future
+    return future.done() and not future.cancelled() and future.exception() is None

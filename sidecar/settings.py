@@ -1,0 +1,151 @@
+"""Every ``SIDECAR_*`` environment variable, read once into one immutable object.
+
+Nothing else in the package reads the environment: ``__main__`` builds ``Settings()`` and
+passes it down, and tests build ``Settings(...)`` directly. Sizes accept ``512MiB`` or
+``2GiB`` (pydantic ``ByteSize``); an invalid value stops start-up with a message that
+names the variable.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import (
+    ByteSize,
+    Field,
+    HttpUrl,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+)
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from sidecar.model_profiles import ProfileOverrides
+
+
+class Mode(StrEnum):
+    """``enforce`` acts on decisions; ``shadow`` only predicts, records and labels."""
+
+    ENFORCE = "enforce"
+    SHADOW = "shadow"
+
+
+class OverBudgetAction(StrEnum):
+    """What to do with a request whose images break a per-image or per-request budget."""
+
+    REJECT = "reject"
+    DOWNSCALE = "downscale"
+
+
+class DownscaleMethod(StrEnum):
+    """``resize`` rewrites the image bytes; ``processor_kwargs`` asks vLLM to resize."""
+
+    RESIZE = "resize"
+    PROCESSOR_KWARGS = "processor_kwargs"
+
+
+class RemoteImages(StrEnum):
+    """How http(s) image URLs are priced."""
+
+    ASSUME_MAX = "assume_max"
+    PROBE = "probe"
+    REJECT = "reject"
+
+
+class LogFormat(StrEnum):
+    """``auto`` is JSON unless stderr is a terminal."""
+
+    AUTO = "auto"
+    JSON = "json"
+    CONSOLE = "console"
+
+
+class Settings(BaseSettings):
+    """The sidecar's whole configuration."""
+
+    model_config = SettingsConfigDict(env_prefix="SIDECAR_", frozen=True, extra="ignore")
+
+    # Where it listens and forwards.
+    upstream_url: HttpUrl = Field(
+        HttpUrl("http://127.0.0.1:8000"), description="vLLM's OpenAI-compatible server."
+    )
+    listen_host: str = Field("0.0.0.0", description="Address for traffic and metrics.")  # noqa: S104 - a sidecar must be reachable from the pod network
+    port: PositiveInt = Field(8080, description="Traffic port.")
+    metrics_port: PositiveInt = Field(9090, description="Metrics and health port.")
+    mode: Mode = Field(Mode.ENFORCE, description="enforce, or shadow to only observe.")
+
+    # The served model and the vLLM flags that change the prediction.
+    model: str = Field(description="Hugging Face id of a built-in profile, or a model directory.")
+    min_pixels: PositiveInt | None = Field(None, description="vLLM --mm-processor-kwargs.")
+    max_pixels: PositiveInt | None = Field(None, description="vLLM --mm-processor-kwargs.")
+    kv_cache_dtype: str = Field("auto", description="vLLM --kv-cache-dtype.")
+    tensor_parallel_size: PositiveInt = Field(1, description="vLLM --tensor-parallel-size.")
+    block_size: PositiveInt = Field(16, description="vLLM --block-size, in tokens.")
+
+    # Per-image and per-request budgets; unset means unlimited.
+    max_images_per_request: PositiveInt | None = Field(None, description="Images per request.")
+    max_image_pixels: PositiveInt | None = Field(None, description="Pixels of one image.")
+    max_image_tokens: PositiveInt | None = Field(None, description="Visual tokens of one image.")
+    max_request_visual_tokens: PositiveInt | None = Field(None, description="All images.")
+    max_request_prompt_tokens: PositiveInt | None = Field(
+        None, description="Whole prompt; defaults to the model's context length."
+    )
+    max_request_kv_bytes: ByteSize | None = Field(None, description="KV of one request.")
+    max_decode_pixels: PositiveInt = Field(
+        178_956_970, description="Hard limit: larger headers are refused, never decoded."
+    )
+    max_body_bytes: ByteSize = Field(ByteSize(64 * 2**20), description="Request body limit.")
+
+    # The in-flight budget and its queue.
+    kv_budget_bytes: ByteSize = Field(ByteSize(0), description="KV of all in-flight requests.")
+    queue_timeout_seconds: NonNegativeInt = Field(30, description="Longest wait for KV budget.")
+    max_queue_depth: PositiveInt = Field(1024, description="Requests waiting for KV budget.")
+
+    # What to do when over a budget.
+    over_budget_action: OverBudgetAction = Field(OverBudgetAction.REJECT)
+    downscale_method: DownscaleMethod = Field(DownscaleMethod.RESIZE)
+    downscale_workers: PositiveInt = Field(2, description="Threads that resize images.")
+    downscale_jpeg_quality: Annotated[int, Field(ge=1, le=100)] = Field(90)
+
+    # Remote images, other media and text.
+    remote_images: RemoteImages = Field(RemoteImages.ASSUME_MAX)
+    remote_image_allowed_domains: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    remote_image_max_bytes: ByteSize = Field(ByteSize(2**20), description="Header fetch cap.")
+    remote_image_timeout_seconds: PositiveFloat = Field(5.0)
+    video_tokens_per_item: NonNegativeInt = Field(16_384, description="Allowance per video.")
+    audio_tokens_per_item: NonNegativeInt = Field(1_500, description="Allowance per audio.")
+    default_output_tokens: PositiveInt = Field(
+        1024, description="Output tokens assumed when the request sets no max_tokens."
+    )
+    text_chars_per_token: PositiveFloat = Field(
+        3.0, description="Conservative characters per text token."
+    )
+
+    # Timeouts and shutdown.
+    upstream_connect_timeout_seconds: PositiveFloat = Field(5.0)
+    upstream_read_timeout_seconds: PositiveFloat = Field(600.0, description="Between chunks.")
+    client_read_timeout_seconds: PositiveFloat = Field(30.0, description="Slow clients.")
+    drain_seconds: NonNegativeInt = Field(30, description="Grace period on SIGTERM.")
+
+    # Logging.
+    log_level: str = Field("info")
+    log_format: LogFormat = Field(LogFormat.AUTO)
+
+    @field_validator("remote_image_allowed_domains", mode="before")
+    @classmethod
+    def _split_domains(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [d.strip().lower() for d in value.split(",") if d.strip()]
+        return value
+
+    def profile_overrides(self) -> ProfileOverrides:
+        """The vLLM flags that change the prediction."""
+        return ProfileOverrides(
+            min_pixels=self.min_pixels,
+            max_pixels=self.max_pixels,
+            kv_cache_dtype=self.kv_cache_dtype,
+            tensor_parallel_size=self.tensor_parallel_size,
+            block_size_tokens=self.block_size,
+        )

@@ -124,8 +124,8 @@ async def test_kv_budget_raises_overloaded_with_a_readable_message_when_the_wait
 @pytest.mark.parametrize(
     ("total", "requested", "expected"),
     [
-        (1000, 1001, "predicted KV cache 1001 B exceeds the whole in-flight budget of 1000 B"),
-        (2048, 3072, "predicted KV cache 3.0 KiB exceeds the whole in-flight budget of 2.0 KiB"),
+        (1000, 1001, "predicted KV cache 1,001 B exceeds the whole in-flight budget of 1,000 B"),
+        (2048, 3072, "predicted KV cache 3 KiB exceeds the whole in-flight budget of 2 KiB"),
         (MIB, 3 * MIB // 2, "KV cache 1.5 MiB exceeds the whole in-flight budget of 1 MiB"),
         (24 * GIB, 30 * GIB, "KV cache 30 GiB exceeds the whole in-flight budget of 24 GiB"),
     ],

@@ -51,6 +51,8 @@ def _qwen2(
         "max_position_embeddings": max_pos,
         "torch_dtype": "bfloat16",
         "use_sliding_window": False,
+        # Qwen2-VL's file has no out_hidden_size (its vision "hidden_size" is the LM width); the
+        # merger projects to the LM width in both families, so the text hidden size is right.
         "vision_config": {"patch_size": 14, "spatial_merge_size": 2, "out_hidden_size": hidden},
     }
 
@@ -127,6 +129,6 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
         _qwen3(4096, 36, 32, 8), _QWEN3_PREPROCESSOR, 8_767_123_696
     ),
     "Qwen/Qwen3-VL-32B-Instruct": BuiltinModel(
-        _qwen3(5120, 64, 64, 8), _QWEN3_PREPROCESSOR, 33_354_553_600
+        _qwen3(5120, 64, 64, 8), _QWEN3_PREPROCESSOR, 33_357_390_064
     ),
 }

@@ -14,10 +14,16 @@ from collections.abc import Sequence
 from typing import TextIO
 
 import orjson
+from pydantic import ValidationError
 
 from sidecar.capacity_plan import DEFAULT_CAPPED_MAX_PIXELS, Hardware, Plan, Workload, make_plan
+from sidecar.demo import run_demo
 from sidecar.errors import ConfigurationError, ImageError
+from sidecar.images.probe import probe_path
+from sidecar.log import configure_logging
 from sidecar.model_profiles import ModelProfile, ProfileOverrides, load_profile
+from sidecar.server import event_loop_runner, serve_until_signalled
+from sidecar.settings import Settings
 from sidecar.units import format_bytes
 
 _SIZE = re.compile(r"^(\d+)[xX](\d+)$")
@@ -56,8 +62,6 @@ def _input_size(text: str) -> tuple[int, int]:
     match = _SIZE.match(text.strip())
     if match is not None:
         return int(match.group(1)), int(match.group(2))
-    from sidecar.images.probe import probe_path
-
     header = probe_path(text)
     return header.width_px, header.height_px
 
@@ -205,7 +209,57 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--max-num-batched-tokens", type=int)
     plan.add_argument("--capped-max-pixels", type=int, default=DEFAULT_CAPPED_MAX_PIXELS)
     plan.add_argument("--json", action="store_true")
+    serve = commands.add_parser("serve", help="run the sidecar in front of vLLM")
+    serve.add_argument(
+        "--print-config", action="store_true", help="print the effective settings and exit"
+    )
+
+    demo = commands.add_parser("demo", help="the sidecar in front of a stand-in, on loopback")
+    demo.add_argument("--port", type=int, default=8080)
+    demo.add_argument("--metrics-port", type=int, default=9090)
+    demo.add_argument("--once", action="store_true", help="exit after the workload")
     return parser
+
+
+def load_settings() -> Settings:
+    """``Settings`` from the environment; ConfigurationError names each bad variable."""
+    try:
+        return Settings()  # type: ignore[call-arg]  # values come from the environment
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"SIDECAR_{'_'.join(str(p) for p in error['loc']).upper()}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise ConfigurationError(f"invalid settings: {problems}") from None
+
+
+def run_serve(args: argparse.Namespace, out: TextIO) -> int:
+    """Run the proxy until SIGTERM, or print its effective settings."""
+    settings = load_settings()
+    if args.print_config:
+        profile = load_profile(settings.model, settings.profile_overrides())
+        effective = settings.model_dump(mode="json")
+        out.write(orjson.dumps(effective, option=orjson.OPT_INDENT_2).decode() + "\n")
+        out.write(f"# model profile: {profile.name} ({profile.vision.describe()}); ")
+        out.write(f"KV per token {format_bytes(profile.kv.bytes_per_token)}\n")
+        return 0
+    configure_logging(settings.log_level, settings.log_format)
+    with event_loop_runner() as runner:
+        runner.run(serve_until_signalled(settings))
+    return 0
+
+
+def run_demo_command(args: argparse.Namespace, out: TextIO) -> int:
+    """Run the demo; Ctrl-C ends it."""
+    configure_logging("warning")
+    with event_loop_runner() as runner:
+        try:
+            runner.run(
+                run_demo(out, port=args.port, metrics_port=args.metrics_port, once=args.once)
+            )
+        except KeyboardInterrupt:
+            out.write("\nstopped\n")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -217,6 +271,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             return run_tokens(args, stream)
         if args.command == "plan":
             return run_plan(args, stream)
+        if args.command == "serve":
+            return run_serve(args, stream)
+        if args.command == "demo":
+            return run_demo_command(args, stream)
     except ConfigurationError as exc:
         sys.stderr.write(f"vlm-sidecar: {exc}\n")
         return 2

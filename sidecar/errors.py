@@ -18,12 +18,14 @@ The hierarchy::
     │   └── UpstreamTimeoutError      504
     └── ConfigurationError            (start-up only; never an HTTP answer)
 
+Statuses other than 400 use the HTTP phrase as ``type``, as vLLM's ``GracefulHTTPError`` does.
 Outcomes that are not failures (admit, downscale, wait) are values, see ``admission``.
 """
 
 from __future__ import annotations
 
 from http import HTTPStatus
+from typing import Self
 
 
 class SidecarError(Exception):
@@ -36,6 +38,12 @@ class SidecarError(Exception):
         super().__init__(message)
         self.message = message
         self.param = param
+
+    def prefixed(self, context: str) -> Self:
+        """The same error with ``context: `` before its message (e.g. which image)."""
+        self.message = f"{context}: {self.message}"
+        self.args = (self.message,)
+        return self
 
 
 class InvalidRequestError(SidecarError):
@@ -84,14 +92,14 @@ class BodyTooLargeError(SidecarError):
     """The request body exceeds SIDECAR_MAX_BODY_BYTES."""
 
     status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
-    error_type = "RequestEntityTooLarge"
+    error_type = HTTPStatus.REQUEST_ENTITY_TOO_LARGE.phrase
 
 
 class OverloadedError(SidecarError):
     """The in-flight KV budget stayed full for the whole queue timeout."""
 
     status = HTTPStatus.TOO_MANY_REQUESTS
-    error_type = "TooManyRequests"
+    error_type = HTTPStatus.TOO_MANY_REQUESTS.phrase
 
     def __init__(self, message: str, *, retry_after_seconds: int) -> None:
         super().__init__(message)
@@ -102,14 +110,14 @@ class UpstreamError(SidecarError):
     """vLLM could not be reached or broke the connection."""
 
     status = HTTPStatus.BAD_GATEWAY
-    error_type = "BadGateway"
+    error_type = HTTPStatus.BAD_GATEWAY.phrase
 
 
 class UpstreamTimeoutError(UpstreamError):
     """vLLM did not answer in time."""
 
     status = HTTPStatus.GATEWAY_TIMEOUT
-    error_type = "GatewayTimeout"
+    error_type = HTTPStatus.GATEWAY_TIMEOUT.phrase
 
 
 class ConfigurationError(Exception):

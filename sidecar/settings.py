@@ -24,6 +24,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sidecar.model_profiles import ProfileOverrides
 
+Port = Annotated[int, Field(ge=0, le=65535)]
+
 
 class Mode(StrEnum):
     """``enforce`` acts on decisions; ``shadow`` only predicts, records and labels."""
@@ -72,8 +74,8 @@ class Settings(BaseSettings):
         HttpUrl("http://127.0.0.1:8000"), description="vLLM's OpenAI-compatible server."
     )
     listen_host: str = Field("0.0.0.0", description="Address for traffic and metrics.")  # noqa: S104 - a sidecar must be reachable from the pod network
-    port: PositiveInt = Field(8080, description="Traffic port.")
-    metrics_port: PositiveInt = Field(9090, description="Metrics and health port.")
+    port: Port = Field(8080, description="Traffic port; 0 picks a free one.")
+    metrics_port: Port = Field(9090, description="Metrics and health port; 0 picks a free one.")
     mode: Mode = Field(Mode.ENFORCE, description="enforce, or shadow to only observe.")
 
     # The served model and the vLLM flags that change the prediction.

@@ -47,7 +47,15 @@ class FixedTokensRule:
         if max_pixels is None or width_px * height_px <= max_pixels:
             return width_px, height_px
         scale = math.sqrt(max_pixels / (width_px * height_px))
-        return max(1, math.floor(width_px * scale)), max(1, math.floor(height_px * scale))
+        width = max(1, math.floor(width_px * scale))
+        height = max(1, math.floor(height_px * scale))
+        # A side clamped up to 1 px, or a float rounding up, can overshoot: trim the other side.
+        if width * height > max_pixels:
+            if width >= height:
+                width = max(1, max_pixels // height)
+            else:
+                height = max(1, max_pixels // width)
+        return width, height
 
     def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> FixedTokensRule:
         return self

@@ -100,33 +100,83 @@ class QwenSmartResizeRule:
     def downscale_size(
         self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
     ) -> tuple[int, int]:
-        if self._fits(width_px, height_px, max_tokens, max_pixels):
+        # image_tokens raises first for a size the processor refuses, whatever the caps.
+        tokens = self.image_tokens(width_px, height_px).tokens
+        if (max_tokens is None or tokens <= max_tokens) and (
+            max_pixels is None or width_px * height_px <= max_pixels
+        ):
             return width_px, height_px
-        # Target sides are multiples of the factor inside [min_pixels, max_pixels]: smart_resize
-        # leaves such a size unchanged, so the re-probed cost is exactly the grid chosen here.
+        # Target sides are multiples of the factor inside [min_pixels, max_pixels], with an
+        # aspect ratio the processor accepts: smart_resize leaves such a size unchanged, so the
+        # re-probed cost is exactly the grid chosen here.
         grid_cap = self.max_pixels // self.factor**2
         if max_tokens is not None:
             grid_cap = min(grid_cap, max_tokens)
         if max_pixels is not None:
             grid_cap = min(grid_cap, max_pixels // self.factor**2)
-        scale = min(1.0, math.sqrt(grid_cap * self.factor**2 / (width_px * height_px)))
-        grid_w = max(1, math.floor(width_px * scale / self.factor))
-        grid_h = max(1, min(math.floor(height_px * scale / self.factor), grid_cap // grid_w))
-        grid_w = max(1, min(grid_w, grid_cap // grid_h))
-        w, h = grid_w * self.factor, grid_h * self.factor
-        if grid_w * grid_h > grid_cap or w * h < self.min_pixels:
+        grid: tuple[int, int] | None = None
+        if grid_cap >= max(1, self._min_grid):
+            grid = self._scaled_grid(width_px, height_px, grid_cap)
+            if not self._is_legal_grid(*grid):
+                # Flooring an elongated image can leave it under min_pixels or over the aspect
+                # limit; then take the legal grid closest to the original's aspect ratio.
+                grid = self._closest_legal_grid(width_px, height_px, grid_cap)
+        if grid is None:
             raise UnsupportedImageSizeError(
                 f"image {width_px}x{height_px} cannot be downscaled to {grid_cap:,} tokens: "
-                f"the model's processor enlarges images below {self.min_pixels:,} pixels"
+                f"the model's processor enlarges images below {self.min_pixels:,} pixels "
+                f"and refuses aspect ratios above {MAX_ASPECT_RATIO}"
             )
-        return w, h
+        return grid[0] * self.factor, grid[1] * self.factor
 
-    def _fits(
-        self, width_px: int, height_px: int, max_tokens: int | None, max_pixels: int | None
-    ) -> bool:
-        if max_pixels is not None and width_px * height_px > max_pixels:
-            return False
-        return max_tokens is None or self.image_tokens(width_px, height_px).tokens <= max_tokens
+    @property
+    def _min_grid(self) -> int:
+        """Fewest grid cells smart_resize leaves unenlarged."""
+        return -(-self.min_pixels // self.factor**2)
+
+    def _is_legal_grid(self, grid_w: int, grid_h: int) -> bool:
+        """Whether smart_resize keeps this grid's size as it is, neither enlarged nor refused."""
+        long_side, short_side = max(grid_w, grid_h), min(grid_w, grid_h)
+        return grid_w * grid_h >= self._min_grid and long_side <= MAX_ASPECT_RATIO * short_side
+
+    def _scaled_grid(self, width_px: int, height_px: int, grid_cap: int) -> tuple[int, int]:
+        """(columns, rows) of the original scaled to ``grid_cap`` cells, not above its sides.
+
+        Flooring both sides can waste almost a row and a column, so whole cells are added
+        back while they fit, to the side further below its ideal first.
+        """
+        scale = min(1.0, math.sqrt(grid_cap * self.factor**2 / (width_px * height_px)))
+        ideal_w, ideal_h = width_px * scale / self.factor, height_px * scale / self.factor
+        limit_w, limit_h = max(1, width_px // self.factor), max(1, height_px // self.factor)
+        grid_w = max(1, min(math.floor(ideal_w), limit_w))
+        grid_h = max(1, min(math.floor(ideal_h), limit_h, grid_cap // grid_w))
+        grid_w = max(1, min(grid_w, grid_cap // grid_h))
+        while True:
+            can_grow_w = grid_w < limit_w and (grid_w + 1) * grid_h <= grid_cap
+            can_grow_h = grid_h < limit_h and grid_w * (grid_h + 1) <= grid_cap
+            if can_grow_w and (not can_grow_h or grid_w / ideal_w <= grid_h / ideal_h):
+                grid_w += 1
+            elif can_grow_h:
+                grid_h += 1
+            else:
+                return grid_w, grid_h
+
+    def _closest_legal_grid(
+        self, width_px: int, height_px: int, grid_cap: int
+    ) -> tuple[int, int] | None:
+        """The legal grid within the original's sides whose aspect ratio is nearest its own."""
+        limit_w, limit_h = max(1, width_px // self.factor), max(1, height_px // self.factor)
+        best: tuple[float, int, int, int] | None = None
+        for grid_h in range(1, limit_h + 1):
+            low = max(1, -(-self._min_grid // grid_h), -(-grid_h // MAX_ASPECT_RATIO))
+            high = min(limit_w, grid_cap // grid_h, MAX_ASPECT_RATIO * grid_h)
+            if low > high:
+                continue
+            grid_w = min(high, max(low, round(grid_h * width_px / height_px)))
+            distortion = abs(math.log(grid_w * height_px / (grid_h * width_px)))
+            candidate = (distortion, -grid_w * grid_h, grid_w, grid_h)
+            best = candidate if best is None else min(best, candidate)
+        return None if best is None else (best[2], best[3])
 
     def with_pixel_range(
         self, min_pixels: int | None, max_pixels: int | None

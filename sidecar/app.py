@@ -1,0 +1,199 @@
+"""Build the sidecar: the traffic application, the metrics application, and their state.
+
+``make_app`` is the only constructor; nothing is global. The traffic app inspects the
+four inference routes and passes every other method and path through unchanged. The
+metrics app (its own port, so scrapes never queue behind traffic) serves ``/metrics``,
+``/healthz`` (the process is up) and ``/readyz`` (vLLM answers its ``/health``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from sidecar.error_responses import response_for_error
+from sidecar.errors import UpstreamError
+from sidecar.images.remote import RemoteImagePolicy, RemoteImageProber
+from sidecar.kv_budget import KvBudget
+from sidecar.log import get_logger
+from sidecar.metrics import Metrics
+from sidecar.model_profiles import ModelProfile, load_profile
+from sidecar.pricing import Pricer
+from sidecar.proxy import INSPECTED_ROUTES, handle_inspected
+from sidecar.settings import RemoteImages, Settings
+from sidecar.state import STATE, SidecarState, budgets_from_settings
+from sidecar.upstream import (
+    RelayResult,
+    forward_and_relay,
+    forwardable_headers,
+    make_session,
+    stream_request_body,
+)
+
+READINESS_TIMEOUT_SECONDS = 2.0
+
+
+def model_label(settings: Settings, profile: ModelProfile) -> str:
+    """The ``model`` label: the built-in id, or the model directory's name."""
+    return profile.name if profile.source == "builtin" else Path(settings.model).name
+
+
+def make_state(
+    settings: Settings,
+    *,
+    registry: CollectorRegistry | None = None,
+    profile: ModelProfile | None = None,
+) -> SidecarState:
+    """Everything the handlers share, with metrics on ``registry``."""
+    profile = profile or load_profile(settings.model, settings.profile_overrides())
+    metrics = Metrics(registry or CollectorRegistry(), model=model_label(settings, profile))
+    budgets = budgets_from_settings(settings, profile)
+    shadow_or_total = 0 if settings.mode.value == "shadow" else budgets.kv_budget_bytes
+    ledger = KvBudget(shadow_or_total, max_queue_depth=settings.max_queue_depth)
+    remote = None
+    if settings.remote_images is RemoteImages.PROBE:
+        remote = RemoteImageProber(
+            RemoteImagePolicy(
+                allowed_domains=tuple(settings.remote_image_allowed_domains),
+                max_bytes=int(settings.remote_image_max_bytes),
+                timeout_seconds=settings.remote_image_timeout_seconds,
+                max_image_pixels=settings.max_decode_pixels,
+            )
+        )
+    state = SidecarState(
+        settings=settings,
+        profile=profile,
+        budgets=budgets,
+        ledger=ledger,
+        metrics=metrics,
+        pricer=Pricer(profile, settings, remote),
+        downscale_executor=ThreadPoolExecutor(
+            settings.downscale_workers, thread_name_prefix="downscale"
+        ),
+        logger=get_logger(),
+    )
+    state.watch_ledger()
+    _export_configuration(state)
+    return state
+
+
+def _export_configuration(state: SidecarState) -> None:
+    metrics, model, budgets = state.metrics, state.metrics.model, state.budgets
+    metrics.kv_budget_bytes.labels(model).set(budgets.kv_budget_bytes)
+    for name in (
+        "max_images_per_request", "max_image_pixels", "max_image_tokens",
+        "max_request_visual_tokens", "max_request_prompt_tokens", "max_request_kv_bytes",
+    ):  # fmt: skip
+        value = getattr(budgets, name)
+        if value is not None:
+            metrics.budget.labels(model, name).set(value)
+    metrics.profile_kv_bytes_per_token.labels(model).set(state.profile.kv.bytes_per_token)
+    metrics.profile_max_image_tokens.labels(model).set(
+        state.profile.vision.max_image_tokens().tokens
+    )
+    metrics.profile.info(
+        {
+            "model": model,
+            "family": state.profile.vision.family,
+            "source": state.profile.source,
+            "vision_rule": state.profile.vision.describe(),
+            "text_tokens": "estimate",
+            "mode": state.settings.mode.value,
+        }
+    )
+
+
+def make_app(
+    settings: Settings,
+    *,
+    registry: CollectorRegistry | None = None,
+    profile: ModelProfile | None = None,
+) -> web.Application:
+    """The traffic application; its state is at ``app[STATE]``."""
+    state = make_state(settings, registry=registry, profile=profile)
+    # The inspected routes read and bound the body themselves; pass-through streams it.
+    app = web.Application(client_max_size=int(settings.max_body_bytes))
+    app[STATE] = state
+    app.cleanup_ctx.append(_upstream_session)
+    for path in INSPECTED_ROUTES:
+        app.router.add_post(path, handle_inspected)
+    app.router.add_route("*", "/{tail:.*}", handle_passthrough)
+    return app
+
+
+async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
+    state = app[STATE]
+    state.session = make_session(
+        state.settings.upstream_connect_timeout_seconds,
+        state.settings.upstream_read_timeout_seconds,
+    )
+    yield
+    await state.session.close()
+    if state.pricer.remote is not None:
+        await state.pricer.remote.close()
+    state.downscale_executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def handle_passthrough(request: web.Request) -> web.StreamResponse:
+    """Any other method and path: forwarded and relayed unchanged."""
+    state = request.app[STATE]
+    body = stream_request_body(request) if request.body_exists else None
+    extra = {}
+    if request.content_length is not None:
+        extra["Content-Length"] = str(request.content_length)
+    loop = asyncio.get_running_loop()
+    try:
+        return await forward_and_relay(
+            request,
+            state.client,
+            state.upstream_url(request.path_qs),
+            body=body,
+            request_headers=forwardable_headers(request.headers, extra),
+            response_headers={},
+            result=RelayResult(),
+            clock=loop.time,
+            sent_at=loop.time(),
+        )
+    except UpstreamError as exc:
+        return response_for_error(exc, anthropic=False)
+
+
+def make_metrics_app(traffic: web.Application, registry: CollectorRegistry) -> web.Application:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on the metrics port."""
+    state = traffic[STATE]
+
+    async def metrics(_: web.Request) -> web.Response:
+        response = web.Response(body=generate_latest(registry))
+        response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+        response.charset = "utf-8"
+        return response
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(_: web.Request) -> web.Response:
+        if state.draining:
+            return web.json_response({"status": "draining"}, status=503)
+        try:
+            async with state.client.get(
+                state.upstream_url("/health"),
+                timeout=aiohttp.ClientTimeout(total=READINESS_TIMEOUT_SECONDS),
+            ) as upstream:
+                ready = upstream.status == 200
+                detail = f"vLLM /health answered {upstream.status}"
+        except (aiohttp.ClientError, TimeoutError, RuntimeError) as exc:
+            ready, detail = False, f"vLLM /health failed: {type(exc).__name__}"
+        status = "ready" if ready else "not ready"
+        return web.json_response({"status": status, "detail": detail}, status=200 if ready else 503)
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app

@@ -1,0 +1,1 @@
+"""Finding images in a request, reading their headers, and downscaling them."""

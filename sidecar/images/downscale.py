@@ -1,0 +1,244 @@
+"""Re-encode one image at an exact size, as cheaply as the size allows.
+
+``downscale_image`` is the one entry point. Its output, read back the way vLLM reads images,
+has exactly ``target_size``; the vision rule chose that size so that the model's processor
+maps it to an exact token count. Invariants:
+
+* ``target_size`` is in display orientation, the size after ``ImageOps.exif_transpose``. The
+  orientation the source declares is applied here, once (including vLLM's quirks: an EXIF that
+  Pillow cannot read means no rotation, and XMP ``tiff:Orientation`` counts), and the output
+  carries no EXIF and no XMP, so nothing rotates it again. Only the ICC profile is kept.
+* At most ``max_decode_pixels`` are ever decoded. A JPEG counts at the size it is decoded at:
+  DCT scaling (``Image.draft``) decodes it at 1/2, 1/4 or 1/8 when that still covers the target,
+  which is also what makes a photo downscale fast. The limit is checked on the header before
+  anything is decoded, and again on the drafted size before the pixels are allocated.
+* Formats are opened by their plugin, not ``Image.open``: the limit here replaces Pillow's own
+  decompression-bomb check, which would refuse a 30000x30000 JPEG that drafts to 3750x3750.
+* Undecodable bytes raise ``TruncatedImageError`` or ``NotAnImageError``, never Pillow's own
+  exceptions. ``ImageFile.LOAD_TRUNCATED_IMAGES`` is left alone (False).
+* Synchronous, no shared state: it runs in the proxy's thread pool; Pillow drops the GIL.
+
+Output format, by source::
+
+    source                    output   settings
+    JPEG (and MPO)            JPEG     quality ``jpeg_quality``, baseline, default subsampling
+    PNG                       PNG      compress_level 1: 5x faster than 6, ~15 % larger
+    WebP lossy / lossless     WebP     quality ``jpeg_quality`` method 0 / lossless effort 0
+    GIF (frame 0: vLLM's)     PNG      a palette cannot be resized; PNG keeps it lossless
+    BMP, TIFF, ICO, PSD, J2K  PNG      lossless sources stay lossless
+    HEIF, AVIF                JPEG     PNG when there is alpha; their encoders are 20x slower
+
+Modes: RGB, RGBA, L and LA are kept (vLLM composites alpha on white itself, so alpha stays);
+palette and other images with transparency become RGBA (LA when grey), "1" becomes L, and
+everything else (CMYK, YCbCr, 16-bit and float) becomes RGB through ``convert("RGB")``, the very
+call vLLM makes, so the model sees the same colours; their ICC profile is dropped with them.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO
+
+import pillow_heif
+from PIL import (
+    AvifImagePlugin,  # noqa: F401  (imported for its registration in Image.OPEN)
+    BmpImagePlugin,  # noqa: F401
+    ExifTags,
+    GifImagePlugin,  # noqa: F401
+    IcoImagePlugin,  # noqa: F401
+    Image,
+    ImageFile,
+    Jpeg2KImagePlugin,  # noqa: F401
+    JpegImagePlugin,
+    PngImagePlugin,  # noqa: F401
+    PsdImagePlugin,  # noqa: F401
+    TiffImagePlugin,  # noqa: F401
+    WebPImagePlugin,  # noqa: F401
+)
+
+from sidecar.errors import ImageError, ImageTooLargeError, NotAnImageError, TruncatedImageError
+from sidecar.images.probe import DEFAULT_MAX_IMAGE_PIXELS
+
+PNG_COMPRESS_LEVEL = 1
+RESAMPLE = Image.Resampling.LANCZOS
+REDUCING_GAP = 3.0  # Pillow: box-reduce first when shrinking 3x or more; indistinguishable
+
+_Opener = tuple[Callable[[IO[bytes], str], ImageFile.ImageFile], Callable[[bytes], object] | None]
+_PILLOW_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF", "AVIF", "ICO", "PSD", "JPEG2000")
+_OPENERS: tuple[_Opener, ...] = (  # the formats ``probe`` accepts, in Pillow's order
+    *(Image.OPEN[name] for name in _PILLOW_FORMATS),
+    (pillow_heif.HeifImageFile, pillow_heif.is_supported),
+)
+_MEDIA_TYPES = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
+_TRANSPOSE = {  # ImageOps.exif_transpose's table
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+_SWAPS_SIDES = frozenset({5, 6, 7, 8})
+_KEPT_MODES = frozenset({"RGB", "RGBA", "L", "LA"})
+_ICC_SAFE_MODES = frozenset({"RGB", "RGBA", "RGBX", "RGBa", "L", "LA", "La", "P", "PA", "1"})
+
+
+@dataclass(frozen=True, slots=True)
+class DownscaledImage:
+    """An encoded image at its new size."""
+
+    data: bytes
+    media_type: str
+    width_px: int
+    height_px: int
+    format: str  # Pillow's format name
+
+    def data_uri(self) -> bytes:
+        """``data:<media type>;base64,<payload>``, ready to splice into a JSON string."""
+        return b"data:%s;base64,%s" % (self.media_type.encode(), base64.b64encode(self.data))
+
+
+def downscale_image(
+    raw: bytes,
+    target_size: tuple[int, int],
+    *,
+    max_decode_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+    jpeg_quality: int = 90,
+) -> DownscaledImage:
+    """``raw`` re-encoded at exactly ``target_size`` (width, height in display orientation).
+
+    ``jpeg_quality`` is also the quality of lossy WebP output.
+    """
+    width_px, height_px = target_size
+    if width_px < 1 or height_px < 1:
+        raise ValueError(f"target size {width_px}x{height_px} is empty")
+    try:
+        with _open(raw) as source:
+            source_format = "JPEG" if source.format == "MPO" else str(source.format)
+            image, icc_profile = _decode(source, target_size, max_decode_pixels)
+    except ImageError:
+        raise
+    except Image.DecompressionBombError as exc:  # Pillow's own limit, inside GIF or TIFF
+        raise ImageTooLargeError(f"the image is too large to decode: {exc}") from exc
+    except (OSError, EOFError, ValueError, SyntaxError, IndexError, TypeError, RuntimeError) as exc:
+        if _is_truncation(raw, exc):
+            raise TruncatedImageError(f"the image data ends early: {exc}") from exc
+        raise NotAnImageError(f"the image data is corrupt and cannot be decoded: {exc}") from exc
+    lossless = source_format == "WEBP" and _webp_is_lossless(raw)
+    return _encode(image, source_format, icc_profile, lossless=lossless, quality=jpeg_quality)
+
+
+def _open(raw: bytes) -> ImageFile.ImageFile:
+    prefix = raw[:16]
+    for factory, accept in _OPENERS:
+        if accept is not None and accept(prefix) is True:  # a str is "known, but unsupported"
+            return factory(io.BytesIO(raw), "")
+    raise NotAnImageError("the image is in no format the sidecar can downscale")
+
+
+def _decode(
+    source: ImageFile.ImageFile, target_size: tuple[int, int], max_decode_pixels: int
+) -> tuple[Image.Image, bytes | None]:
+    """Frame 0 of ``source``, oriented for display, at ``target_size``; and its ICC profile."""
+    width, height = source.size
+    smallest = (math.ceil(width / 8), math.ceil(height / 8))
+    if isinstance(source, JpegImagePlugin.JpegImageFile):
+        _check_pixels(smallest, max_decode_pixels, f"even at 1/8 scale, {width}x{height}")
+    else:
+        _check_pixels(source.size, max_decode_pixels, f"{width}x{height}")
+    transpose = _orientation(source)
+    stored_size = target_size[::-1] if transpose in _SWAPS_SIDES else target_size
+    drafted = source.draft("RGB", (stored_size[0], stored_size[1]))
+    box = drafted[1] if drafted else None
+    # Guard before allocation: the drafted size is what load() decodes.
+    _check_pixels(source.size, max_decode_pixels, f"{width}x{height} drafted to {source.size}")
+    source.load()
+    icc_profile = source.info.get("icc_profile") if source.mode in _ICC_SAFE_MODES else None
+    image: Image.Image = _working_mode(source)
+    if image.size != stored_size or box is not None:
+        image = image.resize(stored_size, RESAMPLE, box=box, reducing_gap=REDUCING_GAP)
+    if transpose is not None:
+        image = image.transpose(_TRANSPOSE[transpose])
+    if image is source:
+        image = source.copy()  # closing the source frees its pixels
+    image.info = {}  # no EXIF or XMP orientation may reach the encoder
+    return image, icc_profile if isinstance(icc_profile, bytes) else None
+
+
+_TRUNCATION_WORDS = ("truncat", "end of file", "only got", "no more images")
+
+
+def _is_truncation(raw: bytes, exc: Exception) -> bool:
+    """Pillow and libheif say "ends early" in many ways; a RIFF (WebP) states its own length."""
+    riff_short = raw[:4] == b"RIFF" and int.from_bytes(raw[4:8], "little") + 8 > len(raw)
+    text = str(exc).lower()
+    return isinstance(exc, EOFError) or riff_short or any(w in text for w in _TRUNCATION_WORDS)
+
+
+def _check_pixels(size: tuple[int, int], max_decode_pixels: int, what: str) -> None:
+    if size[0] * size[1] > max_decode_pixels:
+        raise ImageTooLargeError(
+            f"image {what} is {size[0] * size[1]:,} pixels to decode; "
+            f"the limit is {max_decode_pixels:,}"
+        )
+
+
+def _orientation(source: Image.Image) -> int | None:
+    """The EXIF (or XMP) orientation that vLLM's ``exif_transpose`` applies, if any."""
+    try:
+        orientation = source.getexif().get(ExifTags.Base.Orientation, 1)
+        return orientation if orientation in _TRANSPOSE else None
+    except Exception:  # vLLM suppresses any error in exif_transpose: no rotation then
+        return None
+
+
+def _working_mode(image: Image.Image) -> Image.Image:
+    if image.mode in _KEPT_MODES and "transparency" not in image.info:
+        return image
+    if image.has_transparency_data:
+        return image.convert("LA" if image.mode in ("1", "L", "La") else "RGBA")
+    return image.convert("L" if image.mode == "1" else "RGB")
+
+
+def _encode(
+    image: Image.Image, source_format: str, icc: bytes | None, *, lossless: bool, quality: int
+) -> DownscaledImage:
+    options: dict[str, object] = {"icc_profile": icc} if icc else {}
+    if source_format == "WEBP":
+        output = "WEBP"
+        options |= {"lossless": True, "quality": 0, "method": 0} if lossless else {}
+        options |= {} if lossless else {"quality": quality, "method": 0}
+    elif source_format == "JPEG" or (
+        source_format in ("HEIF", "AVIF") and image.mode in ("RGB", "L")
+    ):
+        output = "JPEG"
+        options |= {"quality": quality, "optimize": False, "progressive": False}
+    else:
+        output = "PNG"
+        options |= {"compress_level": PNG_COMPRESS_LEVEL, "optimize": False}
+    buffer = io.BytesIO()
+    image.save(buffer, output, **options)
+    return DownscaledImage(
+        data=buffer.getvalue(),
+        media_type=_MEDIA_TYPES[output],
+        width_px=image.width,
+        height_px=image.height,
+        format=output,
+    )
+
+
+def _webp_is_lossless(raw: bytes) -> bool:
+    """Whether the first frame's bitstream is VP8L (lossless) rather than VP8 (lossy)."""
+    pos = 12  # after "RIFF", the size and "WEBP"
+    while pos + 8 <= len(raw):
+        fourcc, size = raw[pos : pos + 4], int.from_bytes(raw[pos + 4 : pos + 8], "little")
+        if fourcc in (b"VP8L", b"VP8 "):
+            return fourcc == b"VP8L"
+        # An ANMF chunk holds a 16-byte frame header, then that frame's own chunks.
+        pos += 24 if fourcc == b"ANMF" else 8 + size + (size & 1)
+    return False

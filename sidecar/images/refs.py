@@ -1,0 +1,359 @@
+"""Finding images, other media and prompt text in a parsed request body.
+
+``request_body`` parses a body with some strings *lifted* out: where a data URI or a
+``"data"`` value stood, the parsed tree holds a placeholder, and a :class:`Lift` records
+where the string's bytes lie in the body as sent. :class:`RefFinder` walks each route's
+content shapes the way vLLM 0.33 reads them (chat parts, Responses items, Anthropic
+blocks) and turns every image into an :class:`ImageRef` that points into those bytes.
+
+Invariants:
+
+* ``index`` numbers images, and separately media items, in order of appearance.
+* Only the positions vLLM reads as media become refs; a data URI in text is text.
+* In the tree, each inline payload read as media becomes ``"<image N>"`` (or ``"<video N>"``,
+  ``"<audio N>"``, ``"<embeds N>"``); every other lifted string is put back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal, cast
+
+import orjson
+
+from sidecar.errors import InvalidRequestError
+
+SUPPORTED_PART_TYPES = ("audio_embeds", "audio_url", "image_embeds", "image_pil", "image_url",
+    "input_audio", "input_image", "input_text", "output_text", "prompt_embeds", "refusal", "text",
+    "thinking", "tool_reference", "video_embeds", "video_url")  # fmt: skip
+ANTHROPIC_BLOCK_TYPES = ("container_upload", "document", "image", "redacted_thinking", "text",
+    "thinking", "tool_result", "tool_use")  # fmt: skip
+# vLLM's order of keys for a part without "type" (or with a "uuid").
+_TYPELESS_KEYS = ("image_url", "image_pil", "image_embeds", "audio_embeds", "video_embeds",
+    "prompt_embeds", "audio_url", "input_audio", "video_url", "tool_reference")  # fmt: skip
+_TEXT_FIELDS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal",
+    "thinking": "thinking", "tool_reference": "name"}  # fmt: skip
+_MODALITY = {"image_url": "image", "input_image": "image", "image_pil": "image",
+    "video_url": "video", "audio_url": "audio"}  # fmt: skip
+MediaKind = Literal["video", "audio", "embeds"]
+
+
+class ImageSource(StrEnum):
+    """Where an image or media item comes from."""
+
+    DATA = "data"  # inline base64: a data URI, or an Anthropic / input_audio base64 value
+    URL = "url"  # fetched by vLLM; any scheme, kept as sent for the caller to judge
+    CACHED = "cached"  # a uuid with a null url: vLLM reuses an item of unknown size
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    """One image of the request; spans are byte offsets ``[start, end)`` in the body as sent."""
+
+    index: int
+    source: ImageSource
+    url: str | None = None
+    uri_span: tuple[int, int] | None = None  # the JSON string value, without its quotes
+    payload_span: tuple[int, int] | None = None  # the base64 payload (after the comma)
+    media_type: str | None = None
+    uuid: str | None = None
+    bare_base64: bool = False  # the value is base64 alone (Anthropic), not a data URI
+    payload_copy: bytes | None = None  # when the body bytes carry escapes or were not lifted
+
+    def payload(self, body: bytes) -> bytes | memoryview:
+        """The base64 payload as ASCII bytes, sliced from ``body`` without a copy when it can."""
+        if self.payload_copy is not None:
+            return self.payload_copy
+        if self.payload_span is None:
+            raise ValueError(f"image {self.index} has no inline payload")
+        return memoryview(body)[self.payload_span[0] : self.payload_span[1]]
+
+    def replacement(self, media_type: str, payload_base64: bytes) -> tuple[tuple[int, int], bytes]:
+        """The ``splice`` entry that puts a new image here (Anthropic keeps its media_type:
+        vLLM sniffs the format and ignores it)."""
+        if self.uri_span is None:
+            raise ValueError(f"image {self.index} cannot be rewritten in place")
+        if self.bare_base64:
+            return self.uri_span, payload_base64
+        return self.uri_span, b"data:%s;base64,%s" % (media_type.encode("ascii"), payload_base64)
+
+
+@dataclass(frozen=True, slots=True)
+class MediaItem:
+    """One video, audio or embeddings item, priced with an allowance per item."""
+
+    kind: MediaKind
+    index: int
+    source: ImageSource
+    url: str | None = None
+    uri_span: tuple[int, int] | None = None
+    payload_span: tuple[int, int] | None = None
+    media_type: str | None = None
+    uuid: str | None = None
+
+
+@dataclass(slots=True)
+class Lift:
+    """A JSON string taken out of the body before parsing: its content is ``body[start:end]``."""
+
+    start: int
+    end: int
+    value: str | None = None  # the decoded string, kept only when the bytes carry escapes
+    consumed: bool = False
+
+    def text(self, body: bytes) -> str:
+        """The string itself, validated as JSON string content."""
+        if self.value is not None:
+            return self.value
+        try:
+            return str(orjson.loads(body[self.start - 1 : self.end + 1]))
+        except orjson.JSONDecodeError as exc:
+            raise InvalidRequestError(f"The request body is not valid JSON: {exc.msg}") from None
+
+
+class RefFinder:
+    """Walks one parsed body, collecting images, media and the prompt's text characters."""
+
+    def __init__(self, body: bytes, lifts: dict[str, Lift], *, max_parts: int) -> None:
+        self._body = body
+        self._lifts = lifts
+        self._max_parts = max_parts
+        self._parts = 0
+        self.images: list[ImageRef] = []
+        self.media: list[MediaItem] = []
+        self.text_chars = 0
+
+    def chat_messages(self, messages: list[Any], param: str = "messages") -> None:
+        self.count_parts(len(messages), param)
+        for message in messages:
+            if not isinstance(message, dict):
+                raise InvalidRequestError("Each message must be an object", param=param)
+            self.content(message, param)
+            reasoning = "reasoning" if message.get("reasoning") else "reasoning_content"
+            self.text(message, reasoning, param)
+            self.json_text(message.get("tool_calls"))
+
+    def content(self, holder: dict[str, Any], param: str, key: str = "content") -> None:
+        """A chat-style content value: a string, a list of parts, or null."""
+        content = holder.get(key)
+        if isinstance(content, list):
+            self.count_parts(len(content), param)
+            for i in range(len(content)):
+                self._chat_part(content, i, param)
+        elif content is not None:
+            self.text(holder, key, param)
+
+    def responses_input(self, items: list[Any]) -> None:
+        self.count_parts(len(items), "input")
+        for item in items:
+            if not isinstance(item, dict):
+                raise InvalidRequestError("Each input item must be an object", param="input")
+            kind = item.get("type")
+            if "role" in item or kind == "message":
+                self.content(item, "input")
+            elif kind == "function_call":
+                self.text(item, "name", "input")
+                self.text(item, "arguments", "input")
+            elif kind == "function_call_output":
+                self.content(item, "input", key="output")
+
+    def anthropic_blocks(self, holder: dict[str, Any], key: str, param: str) -> None:
+        """An Anthropic content value (or ``system``): a string or a list of blocks."""
+        blocks = holder.get(key)
+        if not isinstance(blocks, list):
+            self.text(holder, key, param)
+            return
+        self.count_parts(len(blocks), param)
+        for block in blocks:
+            if not isinstance(block, dict):
+                raise InvalidRequestError("Each content block must be an object", param=param)
+            kind = block.get("type", "text")
+            if kind in ("text", "thinking"):
+                self.text(block, kind, kind)
+            elif kind == "image":
+                self._anthropic_image(block.get("source"))
+            elif kind == "tool_use":
+                self.text(block, "name", "name")
+                self.json_text(block.get("input"))
+            elif kind == "tool_result":
+                self.anthropic_blocks(block, "content", param)
+            elif kind not in ANTHROPIC_BLOCK_TYPES:
+                raise InvalidRequestError(
+                    f"Unsupported content block type: {kind!r}. "
+                    f"Supported types: {', '.join(ANTHROPIC_BLOCK_TYPES)}",
+                    param="type",
+                )
+
+    def text(self, holder: Any, key: Any, param: str) -> None:
+        """Count the text at ``holder[key]`` (a string or null), putting back a lifted one."""
+        value = holder.get(key) if isinstance(holder, dict) else holder[key]
+        if value is None:
+            return
+        if not isinstance(value, str):
+            raise InvalidRequestError(f"'{key}' must be a string", param=param)
+        lift = self._lift_of(value)
+        if lift is not None:
+            lift.consumed = True
+            holder[key] = value = lift.text(self._body)
+        self.text_chars += len(value)
+
+    def json_text(self, value: Any) -> None:
+        """Count structured text (tool definitions, tool calls) by its JSON length."""
+        if isinstance(value, dict | list):
+            self.restore(value)
+            self.text_chars += len(orjson.dumps(value).decode())
+
+    def restore(self, node: dict[str, Any] | list[Any]) -> None:
+        """Put back every lifted string under ``node`` (depth is already bounded)."""
+        for key, child in node.items() if isinstance(node, dict) else enumerate(node):
+            if isinstance(child, str):
+                lift = self._lift_of(child)
+                if lift is not None:
+                    lift.consumed = True
+                    node[key] = lift.text(self._body)  # type: ignore[index]  # key fits node
+            elif isinstance(child, dict | list):
+                self.restore(child)
+
+    def count_parts(self, parts: int, param: str) -> None:
+        self._parts += parts
+        if self._parts > self._max_parts:
+            raise InvalidRequestError(
+                f"Too many messages and content parts (more than {self._max_parts})", param=param
+            )
+
+    def _lift_of(self, value: str) -> Lift | None:
+        return self._lifts.get(value) if value[:1] == "\x00" else None
+
+    def _chat_part(self, parts: list[Any], i: int, param: str) -> None:
+        part = parts[i]
+        if isinstance(part, str):
+            self.text(parts, i, param)
+            return
+        if not isinstance(part, dict):
+            raise InvalidRequestError(
+                "Each content part must be an object or a string", param=param
+            )
+        kind, uuid = part.get("type"), part.get("uuid")
+        typeless = kind is None or uuid is not None
+        if isinstance(kind, str) and kind in SUPPORTED_PART_TYPES and not typeless:
+            pass
+        elif typeless:
+            kind = next((k for k in _TYPELESS_KEYS if _has(part, k)), None)
+            if kind is None:
+                raise InvalidRequestError("Missing 'type' field in multimodal part.", param="type")
+        elif not isinstance(kind, str):
+            raise InvalidRequestError("Invalid 'type' field in multimodal part.", param="type")
+        else:
+            raise InvalidRequestError(
+                f"Unsupported chat content part type: {kind!r}. "
+                f"Supported types: {', '.join(SUPPORTED_PART_TYPES)}",
+                param="type",
+            )
+        uuid = None if uuid is None else str(uuid)
+        value = part.get("image_url" if kind == "input_image" else kind)
+        if kind in _TEXT_FIELDS:
+            self.text(part, _TEXT_FIELDS[kind], _TEXT_FIELDS[kind])
+        elif kind.endswith("_embeds"):
+            key = "data" if kind == "prompt_embeds" else kind
+            if isinstance(part.get(key), str) or part.get(key) is None:
+                self._add("embeds", part, key, uuid, param=kind, bare=True)
+            else:
+                self._record("embeds", ImageSource.DATA, uuid=uuid)
+        elif kind == "input_audio":
+            if not isinstance(value, dict):
+                raise InvalidRequestError("'input_audio' must be an object", param=kind)
+            self._add("audio", value, "data", uuid, param=kind, bare=True)
+        elif isinstance(value, dict) and kind.endswith("_url"):
+            self._add(_MODALITY[kind], value, "url", uuid, param=kind)
+        elif kind == "image_pil" and value is not None:
+            raise InvalidRequestError("'image_pil' cannot be sent as JSON", param=kind)
+        elif typeless or not kind.endswith("_url"):  # a string shortcut, input_image, image_pil
+            key = "image_url" if kind == "input_image" else kind
+            self._add(_MODALITY[kind], part, key, uuid, param=key)
+        else:
+            raise InvalidRequestError(f"'{kind}' must be an object with a 'url'", param=kind)
+
+    def _anthropic_image(self, source: Any) -> None:
+        if not isinstance(source, dict):
+            raise InvalidRequestError("An image block needs a 'source' object", param="source")
+        if source.get("type") == "url":
+            self._add("image", source, "url", None, param="source")
+            return
+        media_type = source.get("media_type")
+        media_type = media_type.lower() if isinstance(media_type, str) else "image/jpeg"
+        self._add("image", source, "data", None, param="source", bare=True, media_type=media_type)
+
+    def _add(
+        self,
+        modality: str,
+        holder: dict[str, Any],
+        key: str,
+        uuid: str | None,
+        *,
+        param: str,
+        bare: bool = False,
+        media_type: str | None = None,
+    ) -> None:
+        """Record the item whose URL, data URI or bare base64 is ``holder[key]``."""
+        value = holder.get(key)
+        if value is None and uuid is not None:
+            self._record(modality, ImageSource.CACHED, uuid=uuid)
+            return
+        if not isinstance(value, str):
+            raise InvalidRequestError(
+                f"'{key}' must be a string (or null with a 'uuid')", param=param
+            )
+        lift = self._lift_of(value)
+        if not bare and lift is None and value[:5].lower() != "data:":
+            self._record(modality, ImageSource.URL, uuid=uuid, url=value)
+            return
+        span = None if lift is None else (lift.start, lift.end)
+        payload = value if lift is None else lift.value  # None: the body bytes are the string
+        fields: dict[str, Any] = {
+            "uuid": uuid,
+            "uri_span": span,
+            "payload_span": span,
+            "media_type": media_type,
+        }
+        if not bare:
+            spec, has_comma, payload, fields["payload_span"] = self._data_uri(payload, lift)
+            params = spec[5:].split(";")
+            if modality == "image" and not has_comma:
+                raise InvalidRequestError("Invalid data URL: missing ',' separator.", param=param)
+            if modality == "image" and params[-1] != "base64":
+                raise InvalidRequestError(
+                    "Only base64 data URLs are supported for now.", param=param
+                )
+            fields["media_type"] = params[0].strip().lower() or None
+        if lift is not None:
+            lift.consumed = True
+        holder[key] = f"<{modality} {len(self.images if modality == 'image' else self.media)}>"
+        if modality == "image":
+            fields["bare_base64"] = bare
+            fields["payload_copy"] = None if payload is None else payload.encode()
+        self._record(modality, ImageSource.DATA, **fields)
+
+    def _data_uri(
+        self, text: str | None, lift: Lift | None
+    ) -> tuple[str, bool, str | None, tuple[int, int] | None]:
+        """The ``data:...`` spec, whether a comma ends it, the payload text unless it is sliced
+        from the body, and the payload span (raw bytes: they keep any JSON escapes)."""
+        comma = -1 if lift is None else self._body.find(b",", lift.start, lift.end)
+        span = None if lift is None or comma < 0 else (comma + 1, lift.end)
+        if text is not None or lift is None:
+            spec, sep, payload = (text or "").partition(",")
+            return spec, bool(sep), payload, span
+        spec = self._body[lift.start : comma].decode("utf-8", "replace") if comma >= 0 else ""
+        return spec, comma >= 0, None, span
+
+    def _record(self, modality: str, source: ImageSource, **fields: Any) -> None:
+        if modality == "image":
+            self.images.append(ImageRef(len(self.images), source, **fields))
+        else:
+            kind = cast(MediaKind, modality)
+            self.media.append(MediaItem(kind, len(self.media), source, **fields))
+
+
+def _has(part: dict[str, Any], key: str) -> bool:
+    return part.get(key) is not None if key == "input_audio" else key in part

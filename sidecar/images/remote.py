@@ -1,0 +1,453 @@
+"""Learn a remote image's size from its first bytes without becoming an SSRF proxy.
+
+Used when ``SIDECAR_REMOTE_IMAGES=probe``. A probe is a short series of GETs carrying
+``Range: bytes=0-N``. After each window the bytes go to ``images.probe.probe_bytes``. On
+``TruncatedImageError`` the window grows x4, up to ``max_bytes``.
+
+Invariants:
+
+* **Every hop passes the same gate.** The first URL and each redirect target are checked for:
+  an http(s) scheme, the allow-list, a host that is not a numeric IPv4 address in a legacy
+  spelling (``2130706433``, ``0x7f.1``, ``127.1``), one DNS resolution per host, and every
+  resolved address being public (``is_public_address``). aiohttp never follows redirects; we
+  follow at most ``max_redirects`` ourselves.
+* **Connections are pinned to the checked addresses.** Each probe owns a fresh ``TCPConnector``
+  with its DNS cache off. Its resolver, ``_PinnedResolver``, answers only with addresses the
+  gate has already approved and raises for any other host, so it never falls back to DNS. The
+  URL handed to aiohttp still carries the original host name. So the ``Host`` header is the
+  original one, and for https aiohttp passes that same name as ``server_hostname``: SNI and
+  certificate verification use the name the client wrote, while TCP goes to the checked
+  address. A DNS answer that changes between the check and the connect (rebinding) cannot move
+  the connection. The design is the same for both schemes. Rewriting the URL to the IP and
+  passing ``server_hostname`` would also pin https, but it breaks the ``Host`` header for
+  plain http. Because the connector is per probe, a pin never leaks into another probe.
+* **Bounded time and bytes.** The whole probe, DNS included, runs under one ``asyncio.timeout``.
+  The body is read incrementally and never past the current window. A server that ignores
+  Range and answers 200 with a large body is cut off: the connection is closed, not drained.
+* **No ambient authority.** No proxies from the environment, no cookies, no decompression
+  (``Accept-Encoding: identity``).
+
+Errors, all ``ImageError`` and therefore HTTP 400 naming the URL::
+
+    ImageError
+    ├── RemoteImageRefusedError   policy: scheme, allow-list, non-public address, redirects
+    └── RemoteImageFetchError     the fetch failed: HTTP status, timeout, connection, size cap
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import string
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
+
+import aiohttp
+from aiohttp import hdrs
+from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
+
+from sidecar.errors import ConfigurationError, ImageError, TruncatedImageError
+from sidecar.images.probe import ImageHeader, probe_bytes
+
+IPAddress = IPv4Address | IPv6Address
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+
+_SCHEMES = frozenset({"http", "https"})
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_WINDOW_GROWTH = 4
+_URL_SHOWN_CHARS = 200
+_USER_AGENT = "vlm-sidecar (image header probe)"
+
+# Cloud metadata and host-agent endpoints. Some of these count as global in ``ipaddress``.
+_METADATA_ADDRESSES = frozenset(
+    ip_address(a)
+    for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200", "168.63.129.16", "192.0.0.192")
+)
+# 192.0.0.0/24 is IETF protocol space that older Pythons call global; 64:ff9b:1::/48 is
+# local-use NAT64, which may translate to private IPv4.
+_FORBIDDEN_NETWORKS = (
+    ip_network("100.64.0.0/10"),
+    ip_network("192.0.0.0/24"),
+    ip_network("64:ff9b:1::/48"),
+)
+_NAT64 = ip_network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ip_network("::/96")
+
+
+class RemoteImageRefusedError(ImageError):
+    """Policy forbids fetching this URL: scheme, allow-list, address or redirects."""
+
+
+class RemoteImageFetchError(ImageError):
+    """The image server could not give us the header: status, timeout, connection or size."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteImagePolicy:
+    """What a probe may fetch, how much and for how long. Built from ``SIDECAR_REMOTE_IMAGE_*``."""
+
+    allowed_domains: tuple[str, ...] = ()
+    max_bytes: int = 1 << 20
+    timeout_seconds: float = 5.0
+    max_redirects: int = 3
+    initial_window_bytes: int = 16 << 10
+    max_image_pixels: int = 178_956_970
+
+
+def is_public_address(ip: IPAddress) -> bool:
+    """Whether ``ip`` is reachable on the internet and wraps no local IPv4 address."""
+    if ip in _METADATA_ADDRESSES or any(ip in net for net in _FORBIDDEN_NETWORKS):
+        return False
+    if isinstance(ip, IPv6Address):
+        if ip.scope_id is not None:
+            return False
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None:
+            return all(is_public_address(v4) for v4 in embedded)
+        if ip.is_site_local:
+            return False
+    return ip.is_global and not (
+        ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+    )
+
+
+def _embedded_ipv4(ip: IPv6Address) -> tuple[IPv4Address, ...] | None:
+    """The IPv4 addresses that an IPv6 transition form delivers to, if it is one."""
+    if ip.ipv4_mapped is not None:
+        return (ip.ipv4_mapped,)
+    if ip.sixtofour is not None:
+        return (ip.sixtofour,)
+    if ip.teredo is not None:
+        return ip.teredo
+    if ip in _NAT64 or (ip in _IPV4_COMPATIBLE and int(ip) > 1):
+        return (IPv4Address(int(ip) & 0xFFFFFFFF),)
+    return None
+
+
+async def resolve_with_getaddrinfo(host: str, port: int) -> list[str]:
+    """The system resolver: every TCP address of ``host``, in the order returned."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+class RemoteImageProber:
+    """Probes remote image URLs under one policy; safe to share across concurrent requests."""
+
+    def __init__(
+        self,
+        policy: RemoteImagePolicy,
+        *,
+        resolver: Resolver | None = None,
+        address_allowed: Callable[[IPAddress], bool] = is_public_address,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        """``address_allowed`` is for tests only; ``ssl_context`` None means system trust."""
+        self.policy = policy
+        self._allowed_ips, self._allowed_domains = _parse_allow_list(policy.allowed_domains)
+        self._resolve = resolver or resolve_with_getaddrinfo
+        self._address_allowed = address_allowed
+        self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
+        self._closed = False
+
+    async def probe(self, url: str) -> ImageHeader:
+        """The image header at ``url``, fetching no more than ``policy.max_bytes``."""
+        if self._closed:
+            raise RuntimeError("RemoteImageProber is closed")
+        pins = _PinnedResolver()
+        connector = aiohttp.TCPConnector(resolver=pins, use_dns_cache=False, ssl=self._ssl)
+        async with aiohttp.ClientSession(
+            connector=connector,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            auto_decompress=False,
+            trust_env=False,
+            timeout=aiohttp.ClientTimeout(),  # no aiohttp deadlines: the probe has one of its own
+        ) as session:
+            run = _ProbeRun(self, session, pins, url)
+            try:
+                async with asyncio.timeout(self.policy.timeout_seconds):
+                    return await run.probe()
+            except TimeoutError:
+                raise run.fetch_error(
+                    f"no header within {self.policy.timeout_seconds:g} s (timeout)"
+                ) from None
+
+    async def close(self) -> None:
+        """Refuse further probes; connections belong to each probe and are already closed."""
+        self._closed = True
+
+    def _host_allowed(self, host: str, literal: IPAddress | None) -> bool:
+        if not (self._allowed_ips or self._allowed_domains):
+            return True
+        if literal is not None:
+            return literal in self._allowed_ips
+        return any(host == d or host.endswith("." + d) for d in self._allowed_domains)
+
+
+class _PinnedResolver(AbstractResolver):
+    """Answers aiohttp only with addresses the gate approved; unknown hosts fail."""
+
+    def __init__(self) -> None:
+        self.addresses: dict[str, list[IPAddress]] = {}
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        pinned = self.addresses.get(_normalise_host(host))
+        if pinned is None:
+            raise OSError(f"{host} was not resolved by the probe's gate")
+        results: list[ResolveResult] = [
+            {
+                "hostname": host,
+                "host": str(ip),
+                "port": port,
+                "family": socket.AF_INET6 if ip.version == 6 else socket.AF_INET,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+            for ip in pinned
+        ]
+        if family != socket.AF_UNSPEC:
+            results = [r for r in results if r["family"] == family]
+        if not results:
+            raise OSError(f"{host} has no pinned address of family {family!r}")
+        return results
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+class _ProbeRun:
+    """The state of one probe: where it started, where it is, and how much it may read."""
+
+    def __init__(
+        self,
+        prober: RemoteImageProber,
+        session: aiohttp.ClientSession,
+        pins: _PinnedResolver,
+        url: str,
+    ) -> None:
+        self.prober = prober
+        self.policy = prober.policy
+        self.session = session
+        self.pins = pins
+        self.original = url
+        self.redirected_to: URL | None = None
+        self.window = min(self.policy.initial_window_bytes, self.policy.max_bytes)
+
+    def _where(self, reason: str) -> str:
+        hop = ""
+        if self.redirected_to is not None:
+            hop = f" (redirected to {_shown(str(self.redirected_to))})"
+        return f"remote image {_shown(self.original)}{hop}: {reason}"
+
+    def refused(self, reason: str) -> RemoteImageRefusedError:
+        return RemoteImageRefusedError(self._where(reason))
+
+    def fetch_error(self, reason: str) -> RemoteImageFetchError:
+        return RemoteImageFetchError(self._where(reason))
+
+    async def probe(self) -> ImageHeader:
+        try:
+            url = URL(self.original)
+        except (ValueError, TypeError):
+            raise self.refused("not a valid URL") from None
+        redirects = 0
+        while True:
+            await self._gate(url)
+            headers = {
+                hdrs.RANGE: f"bytes=0-{self.window - 1}",
+                hdrs.ACCEPT_ENCODING: "identity",
+                hdrs.USER_AGENT: _USER_AGENT,
+            }
+            try:
+                async with self.session.get(url, headers=headers, allow_redirects=False) as resp:
+                    if resp.status in _REDIRECT_STATUSES:
+                        redirects += 1
+                        if redirects > self.policy.max_redirects:
+                            raise self.refused(f"more than {self.policy.max_redirects} redirects")
+                        url = self.redirected_to = self._redirect_target(url, resp)
+                        continue
+                    header = await self._read(resp)
+            except aiohttp.ClientError as exc:
+                raise self.fetch_error(_describe_client_error(exc)) from None
+            if header is not None:
+                return header
+
+    async def _gate(self, url: URL) -> None:
+        """Refuse ``url`` unless its scheme, host and every address of the host are allowed."""
+        if url.scheme not in _SCHEMES:
+            shown = url.scheme or "none"
+            raise self.refused(f"only http and https URLs can be fetched, not scheme {shown!r}")
+        if not url.raw_host:
+            raise self.refused("the URL has no host")
+        host = _normalise_host(url.raw_host)
+        try:
+            literal = _literal_address(host)
+        except ValueError as exc:
+            raise self.refused(str(exc)) from None
+        if not self.prober._host_allowed(host, literal):
+            raise self.refused(f"host {host} is not in SIDECAR_REMOTE_IMAGE_ALLOWED_DOMAINS")
+        if literal is not None:
+            addresses = [literal]
+        elif host in self.pins.addresses:
+            addresses = self.pins.addresses[host]
+        else:
+            addresses = await self._resolve(host, url.port or 0)
+        for ip in addresses:
+            if not self.prober._address_allowed(ip):
+                raise self.refused(f"host {host} resolves to a non-public address ({ip})")
+        if literal is None:
+            self.pins.addresses[host] = addresses
+
+    async def _resolve(self, host: str, port: int) -> list[IPAddress]:
+        try:
+            answers = await self.prober._resolve(host, port)
+        except OSError as exc:
+            raise self.fetch_error(f"host {host} does not resolve ({exc})") from None
+        if not answers:
+            raise self.fetch_error(f"host {host} does not resolve")
+        try:
+            return [ip_address(a) for a in answers]
+        except ValueError:
+            raise self.refused(f"host {host} resolves to something that is not an IP") from None
+
+    def _redirect_target(self, url: URL, resp: aiohttp.ClientResponse) -> URL:
+        location = resp.headers.get(hdrs.LOCATION)
+        if not location:
+            raise self.fetch_error(f"the server answered HTTP {resp.status} without a Location")
+        try:
+            return url.join(URL(location)).with_fragment(None)
+        except (ValueError, TypeError):
+            raise self.refused(f"redirect to an invalid URL {_shown(location)}") from None
+
+    async def _read(self, resp: aiohttp.ClientResponse) -> ImageHeader | None:
+        """The header, or None when the window has grown and must be asked for again."""
+        if resp.status not in (200, 206):
+            raise self.fetch_error(f"the image server answered HTTP {resp.status}")
+        total: int | None = None
+        if resp.status == 206:
+            first, total = _content_range(resp.headers.get(hdrs.CONTENT_RANGE))
+            if first != 0:
+                raise self.fetch_error("the server answered a range that does not start at byte 0")
+        data = bytearray()
+        while True:
+            data += await _read_up_to(resp.content, self.window - len(data))
+            if resp.status == 206:
+                complete = len(data) < self.window or (total is not None and len(data) >= total)
+            else:
+                complete = len(data) < self.window or resp.content.at_eof()
+            try:
+                return probe_bytes(bytes(data), max_image_pixels=self.policy.max_image_pixels)
+            except TruncatedImageError as exc:
+                if complete:
+                    raise TruncatedImageError(self._where(exc.message)) from None
+                if self.window >= self.policy.max_bytes:
+                    resp.close()
+                    raise self.fetch_error(
+                        f"header not found in the first {self.policy.max_bytes} bytes"
+                    ) from None
+            except ImageError as exc:
+                raise type(exc)(self._where(exc.message), param=exc.param) from None
+            self.window = min(self.window * _WINDOW_GROWTH, self.policy.max_bytes)
+            if resp.status == 206:
+                return None
+
+
+async def _read_up_to(stream: aiohttp.StreamReader, n: int) -> bytes:
+    """At most ``n`` bytes; fewer only at the end of the body."""
+    parts: list[bytes] = []
+    got = 0
+    while got < n:
+        chunk = await stream.read(n - got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _content_range(header: str | None) -> tuple[int | None, int | None]:
+    """First byte and full length from ``bytes FIRST-LAST/LENGTH``; None where unknown."""
+    unit, _, spec = (header or "").strip().partition(" ")
+    span, _, length = spec.partition("/")
+    first = span.partition("-")[0]
+    if unit.lower() != "bytes" or not first.isdigit():
+        return None, None
+    return int(first), int(length) if length.isdigit() else None
+
+
+def _describe_client_error(exc: aiohttp.ClientError) -> str:
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return f"TLS certificate verification failed for {exc.host}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"could not connect to {exc.host}:{exc.port} ({exc.strerror or exc.os_error})"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the server closed the connection before answering"
+    return f"the fetch failed ({type(exc).__name__})"
+
+
+def _normalise_host(host: str) -> str:
+    return host.rstrip(".").lower()
+
+
+def _parse_allow_list(entries: Sequence[str]) -> tuple[frozenset[IPAddress], tuple[str, ...]]:
+    """Split allow-list entries into literal addresses and IDNA-encoded domain suffixes."""
+    ips: set[IPAddress] = set()
+    domains: list[str] = []
+    for entry in entries:
+        cleaned = entry.strip().removeprefix("*.").strip(".").lower()
+        try:
+            ips.add(ip_address(cleaned.strip("[]")))
+            continue
+        except ValueError:
+            pass
+        try:
+            raw = URL.build(scheme="http", host=cleaned).raw_host
+        except ValueError:
+            raw = None
+        if not raw or _ends_in_number(raw):
+            raise ConfigurationError(
+                f"SIDECAR_REMOTE_IMAGE_ALLOWED_DOMAINS entry {entry!r} is not a host name"
+            )
+        domains.append(raw)
+    return frozenset(ips), tuple(domains)
+
+
+def _literal_address(host: str) -> IPAddress | None:
+    """The address a literal-IP host names; ValueError for legacy numeric IPv4 spellings."""
+    if ":" in host:
+        try:
+            return ip_address(host)
+        except ValueError:
+            raise ValueError(f"host {host} is not a valid IPv6 address") from None
+    if _ends_in_number(host):
+        try:
+            return IPv4Address(host)
+        except ValueError:
+            raise ValueError(
+                f"host {host} is a numeric address not written as a dotted quad; "
+                "write it as four decimal numbers, for example 192.0.2.1"
+            ) from None
+    return None
+
+
+def _ends_in_number(host: str) -> bool:
+    """WHATWG URL's test for a host that browsers parse as an IPv4 number."""
+    last = host.rsplit(".", 1)[-1]
+    if last.isascii() and last.isdigit():
+        return True
+    return last[:2] == "0x" and all(c in string.hexdigits for c in last[2:])
+
+
+def _shown(url: str) -> str:
+    if len(url) <= _URL_SHOWN_CHARS:
+        return url
+    return url[: _URL_SHOWN_CHARS - 1] + "…"

@@ -1,0 +1,122 @@
+"""Price every image of a parsed request, then the whole request.
+
+Inline images are probed from their base64 header (microseconds, no pixels). URL images
+follow ``SIDECAR_REMOTE_IMAGES``: priced at the model's largest image without fetching
+(``assume_max``), probed through the guarded header fetcher (``probe``), or refused
+(``reject``). Images reused by ``uuid`` are priced at the largest image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from sidecar.errors import ImageError
+from sidecar.images.probe import ImageHeader, probe_base64, validate_base64
+from sidecar.images.refs import ImageRef, ImageSource
+from sidecar.images.remote import RemoteImageProber
+from sidecar.model_profiles import ModelProfile
+from sidecar.prediction import (
+    ImageCost,
+    RequestPrediction,
+    estimate_text_tokens,
+    predict_request,
+)
+from sidecar.request_body import RequestBody
+from sidecar.settings import RemoteImages, Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Pricer:
+    """What pricing needs, built once at start-up."""
+
+    profile: ModelProfile
+    settings: Settings
+    remote: RemoteImageProber | None
+
+    async def price(self, parsed: RequestBody, body: bytes) -> RequestPrediction:
+        """The request's predicted cost; raises ImageError naming the bad image."""
+        total = len(parsed.images)
+        fetches = {
+            ref.index: asyncio.create_task(self._probe_url(ref, total))
+            for ref in parsed.images
+            if ref.source is ImageSource.URL and self.settings.remote_images is RemoteImages.PROBE
+        }
+        try:
+            images = [await self._price_image(ref, body, total, fetches) for ref in parsed.images]
+        finally:
+            for task in fetches.values():
+                task.cancel()
+        media_tokens = sum(
+            self.settings.video_tokens_per_item
+            if item.kind == "video"
+            else self.settings.audio_tokens_per_item
+            for item in parsed.media
+            if item.kind in ("video", "audio")
+        )
+        output_tokens = parsed.max_output_tokens or self.settings.default_output_tokens
+        return predict_request(
+            images,
+            kv=self.profile.kv,
+            text_tokens=estimate_text_tokens(parsed.text_chars, self.settings.text_chars_per_token),
+            media_tokens=media_tokens,
+            output_tokens=output_tokens,
+            n=parsed.n,
+        )
+
+    async def _price_image(
+        self,
+        ref: ImageRef,
+        body: bytes,
+        total: int,
+        fetches: dict[int, asyncio.Task[ImageHeader]],
+    ) -> ImageCost:
+        header: ImageHeader | None = None
+        if ref.source is ImageSource.DATA:
+            header = self._probe_inline(ref, body, total)
+        elif ref.source is ImageSource.URL:
+            if self.settings.remote_images is RemoteImages.REJECT:
+                raise ImageError(
+                    f"image {ref.index + 1} of {total} is a URL; this server accepts inline "
+                    f"(data: URI) images only (SIDECAR_REMOTE_IMAGES is reject)"
+                )
+            if ref.index in fetches:
+                header = await fetches[ref.index]
+        if header is None:
+            return ImageCost(
+                index=ref.index,
+                source=ref.source.value,
+                width_px=None,
+                height_px=None,
+                format=None,
+                tokens=self.profile.vision.max_image_tokens(),
+                assumed_max=True,
+            )
+        try:
+            tokens = self.profile.vision.image_tokens(header.width_px, header.height_px)
+        except ImageError as exc:
+            raise exc.prefixed(f"image {ref.index + 1} of {total}") from None
+        return ImageCost(
+            index=ref.index,
+            source=ref.source.value,
+            width_px=header.width_px,
+            height_px=header.height_px,
+            format=header.format,
+            tokens=tokens,
+        )
+
+    def _probe_inline(self, ref: ImageRef, body: bytes, total: int) -> ImageHeader:
+        payload = ref.payload(body)
+        try:
+            validate_base64(payload)
+            return probe_base64(payload, max_image_pixels=self.settings.max_decode_pixels)
+        except ImageError as exc:
+            raise exc.prefixed(f"image {ref.index + 1} of {total}") from None
+
+    async def _probe_url(self, ref: ImageRef, total: int) -> ImageHeader:
+        if self.remote is None or ref.url is None:
+            raise RuntimeError("URL probing needs SIDECAR_REMOTE_IMAGES=probe and a URL")
+        try:
+            return await self.remote.probe(ref.url)
+        except ImageError as exc:
+            raise exc.prefixed(f"image {ref.index + 1} of {total}") from None

@@ -1,0 +1,156 @@
+"""What happened to one inspected request, turned into metrics and one log line at the end.
+
+The proxy fills a ``RequestRecord`` as the request moves through the pipeline; whatever
+way it ends (answered, rejected, upstream failure, client gone), ``finish()`` runs once
+and records the same facts in Prometheus and in the ``request.finished`` event.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from sidecar.admission import Admit, Decision, Downscale, Reason, Reject, Wait
+from sidecar.metrics import Metrics, image_format_label
+from sidecar.prediction import RequestPrediction
+from sidecar.upstream import RelayResult
+from sidecar.usage import Usage
+
+ROUTE_LABELS = {
+    "/v1/chat/completions": "chat_completions",
+    "/v1/completions": "completions",
+    "/v1/responses": "responses",
+    "/v1/messages": "messages",
+}
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """The facts gathered about one request."""
+
+    request_id: str
+    route: str
+    arrived_at: float = field(default_factory=time.perf_counter)
+    decision: str = "reject"
+    reason: Reason = Reason.INVALID_BODY
+    message: str | None = None
+    status: int | None = None
+    prediction: RequestPrediction | None = None
+    original: RequestPrediction | None = None
+    waited_seconds: float = 0.0
+    upstream_sent_at: float | None = None
+    downscale_seconds: list[float] = field(default_factory=list)
+    relay: RelayResult | None = None
+    usage: Usage | None = None
+    upstream_error_kind: str | None = None
+    shadow: bool = False
+
+    def apply(self, decision: Decision) -> None:
+        """Remember the admission decision."""
+        self.prediction = decision.prediction
+        self.reason = decision.reason
+        match decision:
+            case Admit():
+                self.decision = "admit"
+            case Wait():
+                self.decision = "wait"
+            case Downscale(original=original):
+                self.decision, self.original = "downscale", original
+            case Reject(message=message, status=status):
+                self.decision, self.message, self.status = "reject", message, status
+
+    def reject(self, reason: Reason, message: str, status: int) -> None:
+        """The request ends in an error answer."""
+        self.decision, self.reason, self.message, self.status = "reject", reason, message, status
+
+    def response_headers(self) -> dict[str, str]:
+        """The ``x-vlm-sidecar-*`` headers for the client."""
+        headers = {"x-request-id": self.request_id, "x-vlm-sidecar-decision": self.decision}
+        if self.shadow:
+            headers["x-vlm-sidecar-mode"] = "shadow"
+        if self.prediction is not None:
+            headers["x-vlm-sidecar-visual-tokens"] = str(self.prediction.visual_tokens)
+            headers["x-vlm-sidecar-prompt-tokens"] = str(self.prediction.prompt_tokens)
+            headers["x-vlm-sidecar-kv-bytes"] = str(self.prediction.kv_bytes)
+        return headers
+
+    def finish(self, metrics: Metrics, logger: Any) -> None:
+        """Record metrics and emit the request's one log line."""
+        now = time.perf_counter()
+        model, route = metrics.model, self.route
+        metrics.requests.labels(model, route, self.decision, self.reason.value).inc()
+        priced = self.original or self.prediction
+        if priced is not None:
+            metrics.request_visual_tokens.labels(model, route).observe(priced.visual_tokens)
+            metrics.request_prompt_tokens.labels(model, route).observe(priced.prompt_tokens)
+            metrics.request_kv_bytes.labels(model, route).observe(priced.kv_bytes)
+            metrics.request_images.labels(model, route).observe(len(priced.images))
+            for image in priced.images:
+                metrics.image_tokens.labels(model).observe(image.tokens.tokens)
+                if image.pixels:
+                    metrics.image_pixels.labels(model).observe(image.pixels)
+                label = image_format_label(image.format)
+                metrics.images.labels(model, label, image.source).inc()
+        for seconds in self.downscale_seconds:
+            metrics.downscaled_images.labels(model).inc()
+            metrics.downscale_seconds.labels(model).observe(seconds)
+        if self.upstream_sent_at is not None:
+            overhead = self.upstream_sent_at - self.arrived_at - self.waited_seconds
+            metrics.overhead_seconds.labels(model, route).observe(max(0.0, overhead))
+        if self.relay is not None and self.relay.first_byte_seconds is not None:
+            first_byte = self.relay.first_byte_seconds
+            metrics.upstream_first_byte_seconds.labels(model, route).observe(first_byte)
+        metrics.request_duration_seconds.labels(model, route).observe(now - self.arrived_at)
+        if self.upstream_error_kind is not None:
+            metrics.upstream_errors.labels(model, self.upstream_error_kind).inc()
+        if self.usage is not None:
+            metrics.observed_prompt_tokens.labels(model, route).observe(self.usage.prompt_tokens)
+            if self.prediction is not None:
+                error = self.usage.prompt_tokens - self.prediction.prompt_tokens
+                metrics.prompt_tokens_error.labels(model, route).observe(error)
+        logger.info("request.finished", **self._log_fields(now))
+
+    def _log_fields(self, now: float) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "request_id": self.request_id,
+            "route": self.route,
+            "decision": self.decision,
+            "reason": self.reason.value,
+            "duration_seconds": round(now - self.arrived_at, 6),
+            "wait_seconds": round(self.waited_seconds, 6),
+        }
+        if self.message is not None:
+            fields["message"] = self.message
+        if self.status is not None:
+            fields["status"] = self.status
+        if self.prediction is not None:
+            fields["predicted_prompt_tokens"] = self.prediction.prompt_tokens
+            fields["predicted_visual_tokens"] = self.prediction.visual_tokens
+            fields["predicted_kv_bytes"] = self.prediction.kv_bytes
+            fields["images"] = [
+                {"size": f"{i.width_px}x{i.height_px}" if i.width_px else None,
+                 "format": i.format, "source": i.source, "tokens": i.tokens.tokens}
+                for i in self.prediction.images
+            ]  # fmt: skip
+        if self.relay is not None:
+            fields["upstream_status"] = self.relay.status
+            fields["upstream_completed"] = self.relay.completed
+            if self.relay.error:
+                fields["upstream_error"] = self.relay.error
+        if self.usage is not None:
+            fields["observed_prompt_tokens"] = self.usage.prompt_tokens
+            if self.prediction is not None:
+                fields["prompt_tokens_error"] = (
+                    self.usage.prompt_tokens - self.prediction.prompt_tokens
+                )
+        if self.shadow:
+            fields["mode"] = "shadow"
+        return fields
+
+
+def bind_request(request_id: str) -> None:
+    """Carry the request id on every event of this task."""
+    structlog.contextvars.bind_contextvars(request_id=request_id)

@@ -1,0 +1,96 @@
+"""Run the sidecar: both listeners, uvloop where available, and a graceful drain on SIGTERM.
+
+On SIGTERM (or SIGINT) the sidecar marks itself not ready, stops accepting connections,
+and lets in-flight responses finish for up to ``SIDECAR_DRAIN_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from sidecar.app import make_app, make_metrics_app
+from sidecar.settings import Settings
+from sidecar.state import STATE, SidecarState
+
+
+@dataclass(slots=True)
+class RunningSidecar:
+    """A started sidecar: its state and the ports it actually listens on."""
+
+    state: SidecarState
+    port: int
+    metrics_port: int
+    _runners: tuple[web.AppRunner, web.AppRunner]
+
+    async def drain_and_stop(self) -> None:
+        """Refuse new work, let in-flight responses finish, then stop."""
+        self.state.draining = True
+        traffic, metrics = self._runners
+        await traffic.cleanup()
+        await metrics.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def running_sidecar(
+    settings: Settings, *, registry: CollectorRegistry | None = None
+) -> AsyncIterator[RunningSidecar]:
+    """Start both listeners (port 0 picks free ports); drain and stop on exit."""
+    registry = registry or CollectorRegistry()
+    app = make_app(settings, registry=registry)
+    traffic = web.AppRunner(app, access_log=None, shutdown_timeout=float(settings.drain_seconds))
+    metrics = web.AppRunner(make_metrics_app(app, registry), access_log=None)
+    await traffic.setup()
+    await metrics.setup()
+    traffic_site = web.TCPSite(traffic, settings.listen_host, settings.port)
+    metrics_site = web.TCPSite(metrics, settings.listen_host, settings.metrics_port)
+    await traffic_site.start()
+    await metrics_site.start()
+    sidecar = RunningSidecar(
+        app[STATE], _bound_port(traffic), _bound_port(metrics), (traffic, metrics)
+    )
+    try:
+        yield sidecar
+    finally:
+        await sidecar.drain_and_stop()
+
+
+def _bound_port(runner: web.AppRunner) -> int:
+    for address in runner.addresses:
+        if isinstance(address, tuple):
+            return int(address[1])
+    raise RuntimeError("the listener has no TCP address")
+
+
+async def serve_until_signalled(settings: Settings) -> None:
+    """The ``serve`` command: run until SIGTERM or SIGINT, then drain."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    async with running_sidecar(settings) as sidecar:
+        sidecar.state.logger.info(
+            "sidecar.started",
+            port=sidecar.port,
+            metrics_port=sidecar.metrics_port,
+            upstream=str(settings.upstream_url),
+            model=sidecar.state.profile.name,
+            mode=settings.mode.value,
+        )
+        await stop.wait()
+        sidecar.state.logger.info("sidecar.draining", drain_seconds=settings.drain_seconds)
+
+
+def event_loop_runner() -> asyncio.Runner:
+    """An asyncio runner on uvloop where available."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        return asyncio.Runner()
+    return asyncio.Runner(loop_factory=uvloop.new_event_loop)

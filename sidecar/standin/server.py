@@ -1,0 +1,333 @@
+"""The stand-in's HTTP face: routes, faults, request recording, and a runner for tests.
+
+Inference routes read the whole body, record it, then apply the fault (the config's, or the one
+named by the ``x-standin-fault`` header) before answering.  The runner cancels handlers whose
+client left and stops within ``_SHUTDOWN_SECONDS``, so a hung request never stalls a test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+from prometheus_client import generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+from sidecar.standin.config import Fault, StandinConfig
+from sidecar.standin.metrics import EngineCounters, make_registry
+from sidecar.standin.replies import (
+    MESSAGES,
+    ROUTES,
+    StandinRequestError,
+    error_body,
+    json_answer,
+    malformed,
+    model_list,
+    plan_completion,
+    stream_events,
+)
+
+FAULT_HEADER = "x-standin-fault"
+SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
+_MAX_BODY_BYTES = 1 << 30
+_POLL_SECONDS = 0.02
+_SHUTDOWN_SECONDS = 1.0
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request exactly as it arrived."""
+
+    method: str
+    path: str
+    query_string: str
+    headers: CIMultiDictProxy[str]
+    body: bytes
+
+
+class StandinState:
+    """The engine the stand-in pretends to run: config, counters and the requests it got.
+
+    ``config`` may be replaced whole at any time (``dataclasses.replace``); the setters below
+    cover the common cases.
+    """
+
+    def __init__(self, config: StandinConfig) -> None:
+        self.config = config
+        self.requests: list[RecordedRequest] = []
+        self.counters = EngineCounters()
+        self.registry = make_registry(lambda: self.config, self.counters)
+        self.closing = False
+
+    def set_healthy(self, healthy: bool) -> None:
+        self.config = dataclasses.replace(self.config, healthy=healthy)
+
+    def set_cache_config(
+        self,
+        *,
+        num_gpu_blocks: int | None = None,
+        block_size: int | None = None,
+        max_model_len: int | None = None,
+    ) -> None:
+        """Pretend the engine restarted with another KV pool or context length."""
+        self._change(
+            num_gpu_blocks=num_gpu_blocks, block_size=block_size, max_model_len=max_model_len
+        )
+
+    def set_load(
+        self,
+        *,
+        kv_cache_usage_perc: float | None = None,
+        num_requests_waiting: int | None = None,
+        num_requests_running: int | None = None,
+    ) -> None:
+        """Set the load gauges; ``num_requests_running`` adds to the requests really in flight."""
+        self._change(
+            kv_cache_usage_perc=kv_cache_usage_perc,
+            num_requests_waiting=num_requests_waiting,
+            num_requests_running=num_requests_running,
+        )
+
+    def add_preemptions(self, count: int = 1) -> None:
+        self.counters.preemptions += count
+
+    def _change(self, **changes: Any) -> None:
+        given = {name: value for name, value in changes.items() if value is not None}
+        self.config = dataclasses.replace(self.config, **given)
+
+    def record(self, request: web.Request, body: bytes) -> None:
+        if self.config.record_requests:
+            headers = CIMultiDictProxy(CIMultiDict(request.headers))
+            recorded = RecordedRequest(
+                request.method, request.path, request.query_string, headers, body
+            )
+            self.requests.append(recorded)
+
+
+STATE = web.AppKey("standin_state", StandinState)
+
+
+def _json(payload: object, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(payload), content_type="application/json")
+
+
+def _error(status: int, message: str | None = None, **kwargs: Any) -> web.Response:
+    return _json(error_body(status, message, **kwargs), status)
+
+
+def _drop(request: web.Request, *, reset: bool) -> None:
+    transport = request.transport
+    if transport is not None:
+        (transport.abort if reset else transport.close)()
+
+
+def _gone(request: web.Request, state: StandinState) -> bool:
+    transport = request.transport
+    return state.closing or transport is None or transport.is_closing()
+
+
+async def _until_gone(request: web.Request, state: StandinState) -> None:
+    while not _gone(request, state):  # noqa: ASYNC110 -- a departed client shows only as a closing transport
+        await asyncio.sleep(_POLL_SECONDS)
+
+
+def _parse(raw: bytes) -> Mapping[str, Any]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise StandinRequestError(400, f"Request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise StandinRequestError(400, "Request body must be a JSON object.")
+    return body
+
+
+async def _stream(
+    request: web.Request, events: list[bytes], delay_seconds: float, reset_after: int | None
+) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": SSE_CONTENT_TYPE})
+    await response.prepare(request)
+    try:
+        for index, event in enumerate(events):
+            if index and delay_seconds:
+                await asyncio.sleep(delay_seconds)
+            if index == reset_after:
+                _drop(request, reset=True)
+                break
+            await response.write(event)
+    except ConnectionResetError:
+        pass  # the client left mid-stream; there is nobody to finish for
+    return response
+
+
+async def _cut(request: web.Request, payload: bytes) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response.content_length = len(payload)
+    await response.prepare(request)
+    await response.write(payload[: len(payload) // 2])
+    _drop(request, reset=True)
+    return response
+
+
+async def _answer(request: web.Request, state: StandinState, raw: bytes) -> web.StreamResponse:
+    config, anthropic = state.config, request.path == MESSAGES
+    header = request.headers.get(FAULT_HEADER)
+    try:
+        fault = config.fault if header is None else Fault.parse(header)
+    except ValueError as exc:
+        raise StandinRequestError(400, str(exc), param=FAULT_HEADER) from exc
+    if fault.first_byte_delay_seconds:
+        await asyncio.sleep(fault.first_byte_delay_seconds)
+    if fault.close_before_headers:
+        _drop(request, reset=False)
+        return web.Response()
+    if fault.hang:
+        await _until_gone(request, state)
+        return _error(503, anthropic=anthropic)
+    if fault.status is not None:
+        return _error(fault.status, anthropic=anthropic)
+    body = _parse(raw)
+    completion = plan_completion(config, request.path, body)
+    state.counters.observe(completion.prompt_tokens, completion.completion_tokens)
+    if body.get("stream") is True:
+        options = body.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        events = stream_events(config, completion, include_usage=include_usage)
+        delay = fault.chunk_delay_seconds
+        delay = config.chunk_delay_seconds if delay is None else delay
+        events = malformed(events) if fault.malformed else events
+        return await _stream(request, events, delay, fault.reset_after_chunks)
+    payload = orjson.dumps(json_answer(config, completion))
+    if fault.malformed:
+        payload = payload[: len(payload) // 2]
+    if fault.reset_after_chunks is not None:
+        return await _cut(request, payload)
+    return web.Response(body=payload, content_type="application/json")
+
+
+async def _inference(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    raw = await request.read()
+    state.record(request, raw)
+    state.counters.in_flight += 1
+    try:
+        return await _answer(request, state, raw)
+    except StandinRequestError as exc:
+        return _error(exc.status, exc.message, param=exc.param, anthropic=request.path == MESSAGES)
+    finally:
+        state.counters.in_flight -= 1
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.Response(status=200 if request.app[STATE].config.healthy else 503)
+
+
+async def _models(request: web.Request) -> web.Response:
+    return _json(model_list(request.app[STATE].config))
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[STATE].registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
+
+
+async def _echo(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    body = await request.read()
+    state.record(request, body)
+    under_echo = request.path == "/echo" or request.path.startswith("/echo/")
+    if under_echo and request.method in _BODY_METHODS:
+        content_type = request.headers.get("Content-Type", "application/octet-stream")
+        return web.Response(body=body, headers={"Content-Type": content_type})
+    return _json(
+        {
+            "method": request.method,
+            "path": request.path,
+            "query_string": request.query_string,
+            "query": list(request.query.items()),
+            "headers": list(request.headers.items()),
+            "body_bytes": len(body),
+        }
+    )
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    app[STATE].closing = True
+
+
+def _build_app(state: StandinState) -> web.Application:
+    app = web.Application(client_max_size=_MAX_BODY_BYTES)
+    app[STATE] = state
+    app.on_shutdown.append(_on_shutdown)
+    for route in ROUTES:
+        app.router.add_post(route, _inference)
+    app.router.add_get("/health", _health)
+    app.router.add_get("/v1/models", _models)
+    app.router.add_get("/metrics", _metrics)
+    app.router.add_route("*", "/{tail:.*}", _echo)
+    return app
+
+
+def make_standin_app(config: StandinConfig | None = None) -> web.Application:
+    """A stand-in vLLM app; its state (requests, setters) is ``app[STATE]``."""
+    return _build_app(StandinState(config or StandinConfig()))
+
+
+class StandinServer(StandinState):
+    """A running stand-in: its state, where to reach it, and how to stop it."""
+
+    def __init__(self, config: StandinConfig, host: str) -> None:
+        super().__init__(config)
+        self.host, self.port = host, 0
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def close(self) -> None:
+        """Stop listening and finish (or cancel) the requests in flight; idempotent."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+
+async def start_standin(
+    config: StandinConfig | None = None, host: str = "127.0.0.1", port: int = 0
+) -> StandinServer:
+    """Serve a stand-in on ``host:port`` (0 picks a free port) until ``close()``."""
+    server = StandinServer(config or StandinConfig(), host)
+    runner = web.AppRunner(
+        _build_app(server),
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=_SHUTDOWN_SECONDS,
+    )
+    await runner.setup()
+    server._runner = runner
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except BaseException:
+        await server.close()
+        raise
+    server.port = int(runner.addresses[0][1])
+    return server
+
+
+@asynccontextmanager
+async def run_standin(
+    config: StandinConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
+) -> AsyncIterator[StandinServer]:
+    """``async with run_standin(config) as server:`` -- started on entry, closed on exit."""
+    server = await start_standin(config, host, port)
+    try:
+        yield server
+    finally:
+        await server.close()

@@ -1,0 +1,174 @@
+"""Forward a request to vLLM through the shared session and relay the answer as it comes.
+
+Bytes are relayed untouched: the session never decompresses (``auto_decompress=False``),
+hop-by-hop headers are dropped in both directions, and each chunk is written to the
+client as soon as it arrives, so streaming adds no time to first token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from sidecar.errors import UpstreamError, UpstreamTimeoutError
+
+# RFC 9110 section 7.6.1, plus the framing headers aiohttp recomputes for us.
+HOP_BY_HOP_HEADERS = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+
+ChunkObserver = Callable[[bytes], None]
+
+
+@dataclass(slots=True)
+class RelayResult:
+    """How the relay ended, for the log line and metrics."""
+
+    status: int = 0
+    first_byte_seconds: float | None = None
+    bytes_relayed: int = 0
+    completed: bool = False
+    error: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def forwardable_headers(
+    headers: CIMultiDictProxy[str] | CIMultiDict[str], extra: Mapping[str, str] | None = None
+) -> CIMultiDict[str]:
+    """Copy headers without hop-by-hop ones (and those the Connection header names)."""
+    named = {
+        token.strip().lower()
+        for value in headers.getall("Connection", [])
+        for token in value.split(",")
+    }
+    copied = CIMultiDict(
+        (k, v) for k, v in headers.items() if k.lower() not in HOP_BY_HOP_HEADERS | named
+    )
+    for key, value in (extra or {}).items():
+        copied[key] = value
+    return copied
+
+
+def make_session(
+    connect_timeout_seconds: float, read_timeout_seconds: float
+) -> aiohttp.ClientSession:
+    """The one pooled keep-alive session to vLLM."""
+    return aiohttp.ClientSession(
+        auto_decompress=False,
+        timeout=aiohttp.ClientTimeout(
+            total=None, connect=connect_timeout_seconds, sock_read=read_timeout_seconds
+        ),
+        connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=60),
+        skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
+    )
+
+
+async def forward_and_relay(
+    request: web.Request,
+    session: aiohttp.ClientSession,
+    url: str,
+    *,
+    body: bytes | AsyncIterator[bytes] | None,
+    request_headers: CIMultiDict[str],
+    response_headers: Mapping[str, str],
+    result: RelayResult,
+    on_chunk: ChunkObserver | None = None,
+    clock: Callable[[], float],
+    sent_at: float,
+) -> web.StreamResponse:
+    """Send to vLLM and stream its answer back; raises UpstreamError before the first byte."""
+    try:
+        upstream = await session.request(
+            request.method, url, data=body, headers=request_headers, allow_redirects=False
+        )
+    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        raise UpstreamTimeoutError(f"vLLM did not answer in time: {exc!s}") from exc
+    except aiohttp.ClientError as exc:
+        raise UpstreamError(f"vLLM is unreachable: {exc!s}") from exc
+    async with upstream:
+        result.status = upstream.status
+        response = web.StreamResponse(
+            status=upstream.status,
+            reason=upstream.reason,
+            headers=forwardable_headers(upstream.headers, response_headers),
+        )
+        if upstream.content_length is not None and "chunked" not in upstream.headers.get(
+            "Transfer-Encoding", ""
+        ):
+            response.content_length = upstream.content_length
+        try:
+            await _relay_body(request, upstream, response, result, on_chunk, clock, sent_at)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            result.error = f"{type(exc).__name__}: {exc!s}"
+            await _end_broken_stream(request, response, upstream)
+    return response
+
+
+async def _relay_body(
+    request: web.Request,
+    upstream: aiohttp.ClientResponse,
+    response: web.StreamResponse,
+    result: RelayResult,
+    on_chunk: ChunkObserver | None,
+    clock: Callable[[], float],
+    sent_at: float,
+) -> None:
+    prepared = False
+    async for chunk in upstream.content.iter_any():
+        if not prepared:
+            result.first_byte_seconds = clock() - sent_at
+            await response.prepare(request)
+            prepared = True
+        if on_chunk is not None:
+            on_chunk(chunk)
+        await response.write(chunk)
+        result.bytes_relayed += len(chunk)
+    if not prepared:
+        result.first_byte_seconds = clock() - sent_at
+        await response.prepare(request)
+    await response.write_eof()
+    result.completed = True
+
+
+async def _end_broken_stream(
+    request: web.Request, response: web.StreamResponse, upstream: aiohttp.ClientResponse
+) -> None:
+    """vLLM broke off mid-answer: end an SSE stream with an error event, else drop the socket."""
+    if not response.prepared:
+        raise UpstreamError("vLLM closed the connection before answering")
+    if upstream.headers.get("Content-Type", "").startswith("text/event-stream"):
+        event = (
+            b'data: {"error": {"message": "vLLM closed the stream early", '
+            b'"type": "Bad Gateway", "param": null, "code": 502}}\n\ndata: [DONE]\n\n'
+        )
+        try:
+            await response.write(event)
+            await response.write_eof()
+            return
+        except (ConnectionResetError, RuntimeError):
+            pass
+    if request.transport is not None:
+        request.transport.close()
+
+
+async def stream_request_body(request: web.Request) -> AsyncIterator[bytes]:
+    """The client's body as it arrives, for routes the sidecar does not inspect."""
+    async for chunk in request.content.iter_any():
+        yield chunk

@@ -1,0 +1,85 @@
+"""Read vLLM's ``usage`` from a response as it is relayed, without slowing the relay.
+
+Non-streaming answers carry ``usage`` in the JSON body; streams carry it in the final
+``data:`` event when ``stream_options.include_usage`` is set (``choices: []``). The tap
+sees each chunk once: it keeps a bounded copy of a JSON body, and for SSE only the
+current partial line plus the last event that mentions ``"usage"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+MAX_JSON_BODY_BYTES = 4 << 20  # usage sits at the end of bodies far smaller than this
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts vLLM reported for one request."""
+
+    prompt_tokens: int
+    completion_tokens: int | None
+    image_tokens: int | None  # prompt_tokens_details.multimodal_tokens.image, when enabled
+
+
+class UsageTap:
+    """Feed it every relayed chunk; read ``usage`` at the end."""
+
+    def __init__(self, *, streaming: bool) -> None:
+        self._streaming = streaming
+        self._json_parts: list[bytes] = []
+        self._json_bytes = 0
+        self._partial_line = b""
+        self._last_usage_event: bytes | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        """Look at one chunk of the response body."""
+        if not self._streaming:
+            if self._json_bytes + len(chunk) <= MAX_JSON_BODY_BYTES:
+                self._json_parts.append(chunk)
+            self._json_bytes += len(chunk)
+            return
+        data = self._partial_line + chunk
+        if b'"usage"' not in data:
+            self._partial_line = data[data.rfind(b"\n") + 1 :]
+            return
+        lines = data.split(b"\n")
+        self._partial_line = lines.pop()
+        for line in lines:
+            if line.startswith(b"data:") and b'"usage"' in line:
+                self._last_usage_event = line[5:].strip()
+
+    @property
+    def usage(self) -> Usage | None:
+        """The reported usage, or None when the answer carried none."""
+        if self._streaming:
+            return _parse_usage(self._last_usage_event)
+        if self._json_bytes > MAX_JSON_BODY_BYTES:
+            return None
+        return _parse_usage(b"".join(self._json_parts))
+
+
+def _parse_usage(raw: bytes | None) -> Usage | None:
+    if not raw:
+        return None
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    usage = document.get("usage") if isinstance(document, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+    if not isinstance(prompt, int):
+        return None
+    completion = usage.get("completion_tokens", usage.get("output_tokens"))
+    details = usage.get("prompt_tokens_details") or {}
+    multimodal = details.get("multimodal_tokens") if isinstance(details, dict) else None
+    image = multimodal.get("image") if isinstance(multimodal, dict) else None
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion if isinstance(completion, int) else None,
+        image_tokens=image if isinstance(image, int) else None,
+    )

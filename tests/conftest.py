@@ -1,0 +1,55 @@
+"""Shared fixtures: a stand-in for vLLM and a sidecar in front of it, all on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import aiohttp
+import pytest
+from prometheus_client import CollectorRegistry
+
+from sidecar.server import RunningSidecar, running_sidecar
+from sidecar.settings import Settings
+from sidecar.standin import StandinConfig, StandinServer, run_standin
+
+QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
+
+SidecarFactory = Callable[..., Awaitable[RunningSidecar]]
+
+
+@pytest.fixture
+async def standin() -> AsyncIterator[StandinServer]:
+    """A stand-in vLLM on a free loopback port."""
+    async with run_standin(StandinConfig(served_model_name=QWEN)) as server:
+        yield server
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    """A client session for talking to the sidecar."""
+    async with aiohttp.ClientSession() as client:
+        yield client
+
+
+@pytest.fixture
+async def make_sidecar(standin: StandinServer) -> AsyncIterator[SidecarFactory]:
+    """Start sidecars in front of the stand-in; each gets its own registry and free ports."""
+    async with AsyncExitStack() as stack:
+
+        async def start(upstream_url: str | None = None, **overrides: Any) -> RunningSidecar:
+            settings = Settings(
+                model=overrides.pop("model", QWEN),
+                upstream_url=upstream_url or standin.url,
+                listen_host="127.0.0.1",
+                port=0,
+                metrics_port=0,
+                **overrides,
+            )
+            registry = CollectorRegistry()
+            sidecar = await stack.enter_async_context(running_sidecar(settings, registry=registry))
+            sidecar.state.extra["registry"] = registry
+            return sidecar
+
+        yield start

@@ -36,6 +36,7 @@ class Reason(StrEnum):
     LARGER_THAN_KV_BUDGET = "larger_than_kv_budget"
     QUEUE_TIMEOUT = "queue_timeout"
     QUEUE_FULL = "queue_full"
+    ENGINE_SATURATED = "engine_saturated"
     INVALID_BODY = "invalid_body"
     INVALID_IMAGE = "invalid_image"
     REMOTE_IMAGE = "remote_image"

@@ -17,6 +17,8 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from sidecar.closed_loop import SaturationGate, apply_engine_facts
+from sidecar.discovery import EngineWatcher
 from sidecar.error_responses import response_for_error
 from sidecar.errors import UpstreamError
 from sidecar.images.remote import RemoteImagePolicy, RemoteImageProber
@@ -77,6 +79,9 @@ def make_state(
             settings.downscale_workers, thread_name_prefix="downscale"
         ),
         logger=get_logger(),
+        saturation=SaturationGate(
+            settings.saturation_kv_usage, settings.saturation_waiting_requests
+        ),
     )
     state.watch_ledger()
     _export_configuration(state)
@@ -121,6 +126,7 @@ def make_app(
     app = web.Application(client_max_size=int(settings.max_body_bytes))
     app[STATE] = state
     app.cleanup_ctx.append(_upstream_session)
+    app.cleanup_ctx.append(_engine_watcher)
     for path in INSPECTED_ROUTES:
         app.router.add_post(path, handle_inspected)
     app.router.add_route("*", "/{tail:.*}", handle_passthrough)
@@ -138,6 +144,28 @@ async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
     if state.pricer.remote is not None:
         await state.pricer.remote.close()
     state.downscale_executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def _engine_watcher(app: web.Application) -> AsyncIterator[None]:
+    state = app[STATE]
+    if state.settings.engine_poll_seconds <= 0:
+        yield
+        return
+
+    def failed(error: str) -> None:
+        state.logger.debug("engine.unreachable", error=error)
+
+    watcher = EngineWatcher(
+        state.client,
+        state.upstream_url(""),
+        interval_seconds=state.settings.engine_poll_seconds,
+        on_facts=lambda facts: apply_engine_facts(state, facts),
+        on_failure=failed,
+    )
+    watcher.start()
+    state.extra["engine_watcher"] = watcher
+    yield
+    await watcher.stop()
 
 
 async def handle_passthrough(request: web.Request) -> web.StreamResponse:

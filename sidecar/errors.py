@@ -14,6 +14,7 @@ The hierarchy::
     │   └── BudgetExceededError       400  a per-request budget is exceeded
     ├── BodyTooLargeError             413
     ├── OverloadedError               429  the in-flight budget stayed full
+    │   └── EngineSaturatedError      429  vLLM reported saturation throughout
     ├── UpstreamError                 502
     │   └── UpstreamTimeoutError      504
     └── ConfigurationError            (start-up only; never an HTTP answer)
@@ -104,6 +105,10 @@ class OverloadedError(SidecarError):
     def __init__(self, message: str, *, retry_after_seconds: int) -> None:
         super().__init__(message)
         self.retry_after_seconds = retry_after_seconds
+
+
+class EngineSaturatedError(OverloadedError):
+    """vLLM reported saturation for the whole queue timeout."""
 
 
 class UpstreamError(SidecarError):

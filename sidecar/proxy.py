@@ -17,6 +17,7 @@ from sidecar.admission import Downscale, Reason, Reject, decide
 from sidecar.error_responses import error_response, response_for_error
 from sidecar.errors import (
     BodyTooLargeError,
+    EngineSaturatedError,
     ImageError,
     InvalidRequestError,
     OverloadedError,
@@ -27,10 +28,10 @@ from sidecar.errors import (
 from sidecar.kv_budget import Reservation
 from sidecar.request_body import RequestBody, Route, parse_request_body
 from sidecar.request_record import RequestRecord, bind_request
-from sidecar.rewrite import apply_downscale
+from sidecar.rewrite import apply_downscale, with_stream_usage
 from sidecar.state import STATE, SidecarState
 from sidecar.upstream import RelayResult, forward_and_relay, forwardable_headers
-from sidecar.usage import UsageTap
+from sidecar.usage import UsageChunkStripper, UsageTap
 
 INSPECTED_ROUTES = {
     "/v1/chat/completions": (Route.CHAT, "chat_completions"),
@@ -94,13 +95,24 @@ async def _serve(
                 jpeg_quality=state.settings.downscale_jpeg_quality,
                 durations_seconds=record.downscale_seconds,
             )
+    hide_usage = (
+        state.settings.force_stream_usage
+        and not state.shadow
+        and parsed.stream
+        and not parsed.include_usage
+        and route in (Route.CHAT, Route.COMPLETIONS)
+    )
+    if hide_usage:
+        body = with_stream_usage(body)
     forwarded = (
         decision.prediction if isinstance(decision, Downscale) and not state.shadow else None
     )
     kv_bytes = (forwarded or prediction).kv_bytes
+    if not state.shadow and state.saturation.saturated:
+        await _wait_for_engine(state, record)
     reservation = await _reserve(state, kv_bytes, record)
     try:
-        return await _forward(request, state, body, parsed, record)
+        return await _forward(request, state, body, parsed, record, hide_usage=hide_usage)
     finally:
         reservation.release()
 
@@ -131,6 +143,16 @@ async def read_body(request: web.Request, state: SidecarState) -> bytes:
     return b"".join(chunks)
 
 
+async def _wait_for_engine(state: SidecarState, record: RequestRecord) -> None:
+    started = time.perf_counter()
+    try:
+        await state.saturation.wait(state.settings.queue_timeout_seconds)
+    finally:
+        record.waited_seconds += time.perf_counter() - started
+    if record.decision == "admit":
+        record.decision, record.reason = "wait", Reason.ENGINE_SATURATED
+
+
 async def _reserve(state: SidecarState, kv_bytes: int, record: RequestRecord) -> Reservation:
     started = time.perf_counter()
     try:
@@ -138,7 +160,7 @@ async def _reserve(state: SidecarState, kv_bytes: int, record: RequestRecord) ->
             kv_bytes, timeout_seconds=state.settings.queue_timeout_seconds
         )
     finally:
-        record.waited_seconds = time.perf_counter() - started
+        record.waited_seconds += time.perf_counter() - started
     if reservation.waited_seconds > 0:
         state.metrics.queue_wait_seconds.labels(state.metrics.model).observe(
             reservation.waited_seconds
@@ -154,9 +176,12 @@ async def _forward(
     body: bytes,
     parsed: RequestBody,
     record: RequestRecord,
+    *,
+    hide_usage: bool,
 ) -> web.StreamResponse:
     headers = forwardable_headers(request.headers, {"x-request-id": record.request_id})
     tap = UsageTap(streaming=parsed.stream)
+    stripper = UsageChunkStripper(tap) if hide_usage else None
     relay = RelayResult()
     record.relay = relay
     record.upstream_sent_at = time.perf_counter()
@@ -169,7 +194,8 @@ async def _forward(
             request_headers=headers,
             response_headers=record.response_headers(),
             result=relay,
-            on_chunk=tap.feed,
+            on_chunk=None if hide_usage else tap.feed,
+            chunk_filter=stripper,
             clock=time.perf_counter,
             sent_at=record.upstream_sent_at,
         )
@@ -190,6 +216,8 @@ def _reason_for(exc: SidecarError) -> Reason:
     match exc:
         case BodyTooLargeError():
             return Reason.BODY_TOO_LARGE
+        case EngineSaturatedError():
+            return Reason.ENGINE_SATURATED
         case OverloadedError():
             return Reason.QUEUE_FULL if "queue" in exc.message else Reason.QUEUE_TIMEOUT
         case UpstreamError():

@@ -146,6 +146,9 @@ class RequestRecord:
                 fields["prompt_tokens_error"] = (
                     self.usage.prompt_tokens - self.prediction.prompt_tokens
                 )
+                split = prediction_error_split(self.usage, self.prediction)
+                if split is not None:
+                    fields["image_tokens_error"], fields["text_tokens_error"] = split
         if self.shadow:
             fields["mode"] = "shadow"
         return fields
@@ -154,3 +157,12 @@ class RequestRecord:
 def bind_request(request_id: str) -> None:
     """Carry the request id on every event of this task."""
     structlog.contextvars.bind_contextvars(request_id=request_id)
+
+
+def prediction_error_split(usage: Usage, prediction: RequestPrediction) -> tuple[int, int] | None:
+    """(image, text) parts of observed minus predicted prompt tokens, from vLLM's
+    ``prompt_tokens_details.multimodal_tokens`` (``--enable-prompt-tokens-details``)."""
+    if usage.image_tokens is None:
+        return None
+    image_error = usage.image_tokens - prediction.image_tokens
+    return image_error, usage.prompt_tokens - prediction.prompt_tokens - image_error

@@ -75,13 +75,23 @@ def _replacement(ref: ImageRef, image: DownscaledImage) -> tuple[tuple[int, int]
 
 def with_processor_max_pixels(body: bytes, max_pixels: int) -> bytes:
     """Ask vLLM to resize: ``mm_processor_kwargs.max_pixels`` (needs --trust-request-mm-kwargs)."""
-    if b'"mm_processor_kwargs"' not in body:
+    return merge_top_level_object(body, "mm_processor_kwargs", {"max_pixels": max_pixels})
+
+
+def with_stream_usage(body: bytes) -> bytes:
+    """Ask vLLM for the final usage chunk: ``stream_options.include_usage``."""
+    return merge_top_level_object(body, "stream_options", {"include_usage": True})
+
+
+def merge_top_level_object(body: bytes, key: str, updates: dict[str, object]) -> bytes:
+    """Set fields of a top-level object; other bytes stay as sent when the key is new."""
+    quoted = orjson.dumps(key)
+    if quoted not in body:
         start = body.index(b"{") + 1
-        field = b'"mm_processor_kwargs":{"max_pixels":%d}' % max_pixels
+        field = quoted + b":" + orjson.dumps(updates)
         separator = b"" if body[start:].lstrip().startswith(b"}") else b","
         return body[:start] + field + separator + body[start:]
     document = orjson.loads(body)
-    kwargs = document.get("mm_processor_kwargs") or {}
-    kwargs["max_pixels"] = max_pixels
-    document["mm_processor_kwargs"] = kwargs
+    current = document.get(key)
+    document[key] = {**(current if isinstance(current, dict) else {}), **updates}
     return orjson.dumps(document)

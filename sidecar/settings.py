@@ -15,9 +15,11 @@ from pydantic import (
     ByteSize,
     Field,
     HttpUrl,
+    NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    StringConstraints,
     field_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -25,6 +27,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sidecar.model_profiles import ProfileOverrides
 
 Port = Annotated[int, Field(ge=0, le=65535)]
+AutoKvBudget = Annotated[str, StringConstraints(pattern=r"^auto(:(0?\.\d+|1(\.0*)?))?$")]
 
 
 class Mode(StrEnum):
@@ -101,9 +104,29 @@ class Settings(BaseSettings):
     max_body_bytes: ByteSize = Field(ByteSize(64 * 2**20), description="Request body limit.")
 
     # The in-flight budget and its queue.
-    kv_budget_bytes: ByteSize = Field(ByteSize(0), description="KV of all in-flight requests.")
+    kv_budget_bytes: ByteSize | AutoKvBudget = Field(
+        ByteSize(0),
+        description=(
+            "KV of all in-flight requests, per GPU; 0 turns it off; auto or auto:FRACTION "
+            "takes it from vLLM's real KV pool."
+        ),
+    )
     queue_timeout_seconds: NonNegativeInt = Field(30, description="Longest wait for KV budget.")
     max_queue_depth: PositiveInt = Field(1024, description="Requests waiting for KV budget.")
+
+    # Closing the loop with vLLM.
+    engine_poll_seconds: NonNegativeFloat = Field(
+        10.0, description="How often to read vLLM's /v1/models and /metrics; 0 turns it off."
+    )
+    saturation_kv_usage: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        None, description="Hold new requests while vllm:kv_cache_usage_perc is at least this."
+    )
+    saturation_waiting_requests: PositiveInt | None = Field(
+        None, description="Hold new requests while vllm:num_requests_waiting is at least this."
+    )
+    force_stream_usage: bool = Field(
+        False, description="Ask vLLM for the streaming usage chunk and hide it from clients."
+    )
 
     # What to do when over a budget.
     over_budget_action: OverBudgetAction = Field(OverBudgetAction.REJECT)
@@ -141,6 +164,13 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [d.strip().lower() for d in value.split(",") if d.strip()]
         return value
+
+    def kv_budget_auto_fraction(self) -> float | None:
+        """The fraction of vLLM's KV pool to use, when the budget is ``auto[:FRACTION]``."""
+        if not isinstance(self.kv_budget_bytes, str):
+            return None
+        _, _, fraction = self.kv_budget_bytes.partition(":")
+        return float(fraction) if fraction else 1.0
 
     def profile_overrides(self) -> ProfileOverrides:
         """The vLLM flags that change the prediction."""

@@ -10,6 +10,8 @@ import aiohttp
 from aiohttp import web
 
 from sidecar.budgets import Budgets
+from sidecar.closed_loop import SaturationGate
+from sidecar.discovery import EngineFacts
 from sidecar.kv_budget import KvBudget
 from sidecar.metrics import Metrics
 from sidecar.model_profiles import ModelProfile
@@ -29,7 +31,10 @@ def budgets_from_settings(settings: Settings, profile: ModelProfile) -> Budgets:
         max_request_kv_bytes=(
             int(settings.max_request_kv_bytes) if settings.max_request_kv_bytes else None
         ),
-        kv_budget_bytes=int(settings.kv_budget_bytes),
+        # An ``auto`` budget stays off until vLLM's pool has been read (see discovery).
+        kv_budget_bytes=0
+        if isinstance(settings.kv_budget_bytes, str)
+        else settings.kv_budget_bytes,
         downscale=settings.over_budget_action is OverBudgetAction.DOWNSCALE,
         downscale_with_processor_kwargs=(
             settings.downscale_method is DownscaleMethod.PROCESSOR_KWARGS
@@ -49,7 +54,9 @@ class SidecarState:
     pricer: Pricer
     downscale_executor: ThreadPoolExecutor
     logger: Any
+    saturation: SaturationGate
     session: aiohttp.ClientSession | None = None
+    engine_facts: EngineFacts | None = None
     draining: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 

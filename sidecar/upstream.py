@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import aiohttp
 from aiohttp import web
@@ -35,6 +36,18 @@ HOP_BY_HOP_HEADERS = frozenset(
 )
 
 ChunkObserver = Callable[[bytes], None]
+
+
+class ChunkFilter(Protocol):
+    """Rewrites the relayed body chunk by chunk (used only to hide a chunk we asked for)."""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Bytes to send for this chunk."""
+        ...
+
+    def flush(self) -> bytes:
+        """Bytes held back at the end."""
+        ...
 
 
 @dataclass(slots=True)
@@ -90,6 +103,7 @@ async def forward_and_relay(
     response_headers: Mapping[str, str],
     result: RelayResult,
     on_chunk: ChunkObserver | None = None,
+    chunk_filter: ChunkFilter | None = None,
     clock: Callable[[], float],
     sent_at: float,
 ) -> web.StreamResponse:
@@ -109,12 +123,16 @@ async def forward_and_relay(
             reason=upstream.reason,
             headers=forwardable_headers(upstream.headers, response_headers),
         )
-        if upstream.content_length is not None and "chunked" not in upstream.headers.get(
-            "Transfer-Encoding", ""
+        if (
+            upstream.content_length is not None
+            and chunk_filter is None
+            and "chunked" not in upstream.headers.get("Transfer-Encoding", "")
         ):
             response.content_length = upstream.content_length
         try:
-            await _relay_body(request, upstream, response, result, on_chunk, clock, sent_at)
+            await _relay_body(
+                request, upstream, response, result, on_chunk, chunk_filter, clock, sent_at
+            )
         except (aiohttp.ClientError, TimeoutError) as exc:
             result.error = f"{type(exc).__name__}: {exc!s}"
             await _end_broken_stream(request, response, upstream)
@@ -127,6 +145,7 @@ async def _relay_body(
     response: web.StreamResponse,
     result: RelayResult,
     on_chunk: ChunkObserver | None,
+    chunk_filter: ChunkFilter | None,
     clock: Callable[[], float],
     sent_at: float,
 ) -> None:
@@ -138,11 +157,15 @@ async def _relay_body(
             prepared = True
         if on_chunk is not None:
             on_chunk(chunk)
+        if chunk_filter is not None:
+            chunk = chunk_filter.feed(chunk)
         await response.write(chunk)
         result.bytes_relayed += len(chunk)
     if not prepared:
         result.first_byte_seconds = clock() - sent_at
         await response.prepare(request)
+    if chunk_filter is not None:
+        await response.write(chunk_filter.flush())
     await response.write_eof()
     result.completed = True
 

@@ -83,3 +83,42 @@ def _parse_usage(raw: bytes | None) -> Usage | None:
         completion_tokens=completion if isinstance(completion, int) else None,
         image_tokens=image if isinstance(image, int) else None,
     )
+
+
+class UsageChunkStripper:
+    """Removes the usage-only SSE event the sidecar asked for; every other byte passes as is.
+
+    Only whole events are judged, so the tail of a chunk that ends inside an event waits
+    for the next chunk; SSE clients act on whole events anyway.
+    """
+
+    def __init__(self, tap: UsageTap) -> None:
+        self._tap = tap
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The bytes to send on for this chunk."""
+        data = self._pending + chunk
+        end = data.rfind(b"\n\n")
+        if end < 0:
+            self._pending = data
+            return b""
+        complete, self._pending = data[: end + 2], data[end + 2 :]
+        if b'"usage"' not in complete:
+            return complete
+        kept = []
+        for event in complete.split(b"\n\n")[:-1]:
+            if _is_usage_only_event(event):
+                self._tap.feed(event + b"\n\n")
+            else:
+                kept.append(event + b"\n\n")
+        return b"".join(kept)
+
+    def flush(self) -> bytes:
+        """Whatever is left at the end of the stream."""
+        rest, self._pending = self._pending, b""
+        return rest
+
+
+def _is_usage_only_event(event: bytes) -> bool:
+    return event.startswith(b"data:") and b'"choices":[]' in event and b'"usage"' in event

@@ -1,0 +1,162 @@
+"""Learn the engine's real limits from vLLM itself, at start-up and periodically.
+
+- ``GET /v1/models`` gives ``max_model_len``: the default prompt budget.
+- ``GET /metrics`` gives ``vllm:cache_config_info``: ``num_gpu_blocks x block_size`` is the
+  KV pool in tokens (per GPU, since each tensor-parallel rank holds the same blocks of
+  its own heads), and ``cache_dtype``; and the live load: ``vllm:kv_cache_usage_perc``
+  and ``vllm:num_requests_waiting``.
+
+The engine may not be up when the sidecar starts (vLLM loads weights for minutes): the
+poller retries with exponential backoff and never fails the sidecar. Parsing is pure;
+``EngineWatcher`` is the thin async loop that applies what it read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiohttp
+import orjson
+from prometheus_client.parser import text_string_to_metric_families
+
+FIRST_RETRY_SECONDS = 0.5
+READ_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class EngineFacts:
+    """What vLLM reported about itself; None where it said nothing."""
+
+    max_model_len: int | None = None
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
+    cache_dtype: str | None = None
+    kv_cache_usage_perc: float | None = None
+    num_requests_waiting: float | None = None
+
+    @property
+    def kv_capacity_tokens(self) -> int | None:
+        """Tokens the KV pool holds: num_gpu_blocks x block_size."""
+        if self.num_gpu_blocks is None or self.block_size is None:
+            return None
+        return self.num_gpu_blocks * self.block_size
+
+
+def parse_models(body: bytes) -> int | None:
+    """``max_model_len`` of the base model in a ``/v1/models`` answer (LoRA cards have none)."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    cards = document.get("data") if isinstance(document, dict) else None
+    for card in cards if isinstance(cards, list) else []:
+        value = card.get("max_model_len") if isinstance(card, dict) else None
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def parse_engine_metrics(text: str) -> EngineFacts:
+    """The cache configuration and live load from vLLM's Prometheus exposition."""
+    blocks: list[int] = []
+    block_sizes: list[int] = []
+    dtypes: list[str] = []
+    usage: list[float] = []
+    waiting = 0.0
+    saw_waiting = False
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError:
+        return EngineFacts()
+    for family in families:
+        for sample in family.samples:
+            if sample.name == "vllm:cache_config_info":
+                labels = sample.labels
+                if labels.get("num_gpu_blocks", "").isdigit():
+                    blocks.append(int(labels["num_gpu_blocks"]))
+                if labels.get("block_size", "").isdigit():
+                    block_sizes.append(int(labels["block_size"]))
+                if labels.get("cache_dtype"):
+                    dtypes.append(labels["cache_dtype"])
+            elif sample.name == "vllm:kv_cache_usage_perc":
+                usage.append(sample.value)
+            elif sample.name == "vllm:num_requests_waiting":
+                waiting += sample.value
+                saw_waiting = True
+    # num_gpu_blocks is already summed over data-parallel engines by vLLM's frontend.
+    return EngineFacts(
+        num_gpu_blocks=max(blocks) if blocks else None,
+        block_size=max(block_sizes) if block_sizes else None,
+        cache_dtype=dtypes[0] if dtypes else None,
+        kv_cache_usage_perc=max(usage) if usage else None,
+        num_requests_waiting=waiting if saw_waiting else None,
+    )
+
+
+async def read_engine_facts(session: aiohttp.ClientSession, base_url: str) -> EngineFacts:
+    """One round of discovery; raises aiohttp.ClientError or TimeoutError when vLLM is down."""
+    timeout = aiohttp.ClientTimeout(total=READ_TIMEOUT_SECONDS)
+    async with session.get(f"{base_url}/v1/models", timeout=timeout) as response:
+        response.raise_for_status()
+        max_model_len = parse_models(await response.read())
+    async with session.get(f"{base_url}/metrics", timeout=timeout) as response:
+        response.raise_for_status()
+        facts = parse_engine_metrics((await response.read()).decode("utf-8", "replace"))
+    return EngineFacts(
+        max_model_len=max_model_len,
+        num_gpu_blocks=facts.num_gpu_blocks,
+        block_size=facts.block_size,
+        cache_dtype=facts.cache_dtype,
+        kv_cache_usage_perc=facts.kv_cache_usage_perc,
+        num_requests_waiting=facts.num_requests_waiting,
+    )
+
+
+class EngineWatcher:
+    """Polls vLLM every ``interval_seconds``; backs off from 0.5 s while it is unreachable."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        *,
+        interval_seconds: float,
+        on_facts: Callable[[EngineFacts], None],
+        on_failure: Callable[[str], None],
+    ) -> None:
+        self._session = session
+        self._base_url = base_url.rstrip("/")
+        self._interval_seconds = interval_seconds
+        self._on_facts = on_facts
+        self._on_failure = on_failure
+        self._task: asyncio.Task[None] | None = None
+        self.rounds = 0
+
+    def start(self) -> None:
+        """Begin polling in the background."""
+        self._task = asyncio.create_task(self._run(), name="engine-watcher")
+
+    async def stop(self) -> None:
+        """Stop polling."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        retry_seconds = FIRST_RETRY_SECONDS
+        while True:
+            try:
+                facts = await read_engine_facts(self._session, self._base_url)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                self._on_failure(f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(min(retry_seconds, self._interval_seconds))
+                retry_seconds *= 2
+                continue
+            retry_seconds = FIRST_RETRY_SECONDS
+            self.rounds += 1
+            self._on_facts(facts)
+            await asyncio.sleep(self._interval_seconds)

@@ -1,0 +1,229 @@
+"""Closing the loop with vLLM: discovery, the auto budget, saturation, forced stream usage."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp import web
+from structlog.testing import capture_logs
+
+from sidecar.discovery import EngineFacts, parse_engine_metrics, parse_models
+from sidecar.server import RunningSidecar
+from sidecar.standin import StandinConfig, StandinServer, start_standin
+from tests.conftest import SidecarFactory
+from tests.imaging import chat_body, jpeg_uri
+
+QWEN_KV_BYTES_PER_TOKEN = 57_344  # Qwen2.5-VL-7B, bf16
+VLLM_METRICS = """\
+# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="0",num_gpu_blocks="4096"} 1.0
+vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="1",num_gpu_blocks="4096"} 1.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.75
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 2.0
+vllm:num_requests_waiting{engine="1",model_name="m"} 3.0
+"""
+
+
+async def eventually(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+def test_parse_engine_metrics_reads_pool_dtype_and_the_most_loaded_engine() -> None:
+    facts = parse_engine_metrics(VLLM_METRICS)
+    assert facts == EngineFacts(
+        num_gpu_blocks=4096,
+        block_size=16,
+        cache_dtype="auto",
+        kv_cache_usage_perc=0.75,
+        num_requests_waiting=5.0,
+    )
+    assert facts.kv_capacity_tokens == 65_536
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", EngineFacts()),
+        ("not { prometheus", EngineFacts()),
+        ("# only a comment\n", EngineFacts()),
+    ],
+    ids=["empty", "garbage", "comment"],
+)
+def test_parse_engine_metrics_tolerates_anything(text: str, expected: EngineFacts) -> None:
+    assert parse_engine_metrics(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b'{"object":"list","data":[{"id":"m","max_model_len":32768}]}', 32768),
+        (b'{"data":[{"id":"lora","max_model_len":null},{"id":"m","max_model_len":8192}]}', 8192),
+        (b'{"data":[]}', None),
+        (b"<html>", None),
+    ],
+    ids=["base", "lora-first", "empty", "not-json"],
+)
+def test_parse_models_finds_the_base_models_context(body: bytes, expected: int | None) -> None:
+    assert parse_models(body) == expected
+
+
+async def test_auto_budget_follows_the_engines_pool_and_its_restart(
+    make_sidecar: SidecarFactory, standin: StandinServer
+) -> None:
+    standin.set_cache_config(num_gpu_blocks=1000, block_size=16)
+    sidecar = await make_sidecar(kv_budget_bytes="auto:0.5", engine_poll_seconds=0.05)
+    expected = int(1000 * 16 * QWEN_KV_BYTES_PER_TOKEN * 0.5)
+    await eventually(lambda: sidecar.state.ledger.total_bytes == expected)
+    standin.set_cache_config(num_gpu_blocks=3000)
+    await eventually(lambda: sidecar.state.ledger.total_bytes == 3 * expected)
+    assert sidecar.state.budgets.kv_budget_bytes == 3 * expected
+
+
+async def test_discovery_waits_for_an_engine_that_starts_late(make_sidecar: SidecarFactory) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sidecar = await make_sidecar(
+        upstream_url=f"http://127.0.0.1:{port}", kv_budget_bytes="auto", engine_poll_seconds=0.05
+    )
+    await asyncio.sleep(0.3)
+    assert sidecar.state.ledger.total_bytes == 0
+    late = await start_standin(StandinConfig(num_gpu_blocks=500), port=port)
+    try:
+        await eventually(lambda: sidecar.state.ledger.total_bytes == 500 * 16 * 57_344)
+    finally:
+        await late.close()
+
+
+async def test_context_length_from_vllm_becomes_the_default_prompt_budget(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    standin.set_cache_config(max_model_len=4096)
+    sidecar = await make_sidecar(engine_poll_seconds=0.05)
+    await eventually(lambda: sidecar.state.budgets.max_request_prompt_tokens == 4096)
+    url = f"http://127.0.0.1:{sidecar.port}/v1/chat/completions"
+    async with session.post(url, json=chat_body(jpeg_uri(1920, 1080), jpeg_uri(1920, 1080))) as r:
+        assert r.status == 400
+        assert "SIDECAR_MAX_REQUEST_PROMPT_TOKENS is 4,096" in (await r.json())["error"]["message"]
+    assert standin.requests == []
+
+
+async def _post_chat(
+    session: aiohttp.ClientSession, sidecar: RunningSidecar
+) -> aiohttp.ClientResponse:
+    url = f"http://127.0.0.1:{sidecar.port}/v1/chat/completions"
+    response = await session.post(url, json=chat_body(jpeg_uri(64, 64), max_tokens=4))
+    await response.read()
+    return response
+
+
+async def test_saturated_engine_holds_new_requests_until_it_has_room(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    standin.set_load(kv_cache_usage_perc=0.99)
+    sidecar = await make_sidecar(saturation_kv_usage=0.95, engine_poll_seconds=0.05)
+    await eventually(lambda: sidecar.state.saturation.saturated)
+    pending = asyncio.create_task(_post_chat(session, sidecar))
+    await asyncio.sleep(0.2)
+    assert not pending.done()
+    assert standin.requests == []
+    standin.set_load(kv_cache_usage_perc=0.5)
+    response = await asyncio.wait_for(pending, 5)
+    assert response.status == 200
+    assert response.headers["x-vlm-sidecar-decision"] == "wait"
+
+
+async def test_saturated_engine_answers_429_after_the_queue_timeout(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    standin.set_load(num_requests_waiting=50)
+    sidecar = await make_sidecar(
+        saturation_waiting_requests=10, engine_poll_seconds=0.05, queue_timeout_seconds=0
+    )
+    await eventually(lambda: sidecar.state.saturation.saturated)
+    response = await _post_chat(session, sidecar)
+    assert response.status == 429
+    assert "Retry-After" in response.headers
+    assert standin.requests == []
+
+
+FIXED_EVENTS = [
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n',
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+]
+USAGE_EVENT = (
+    b'data: {"id":"c1","choices":[],"usage":{"prompt_tokens":77,"total_tokens":78,'
+    b'"completion_tokens":1}}\n\n'
+)
+DONE_EVENT = b"data: [DONE]\n\n"
+
+
+async def test_forced_stream_usage_is_read_then_hidden_from_the_client(
+    make_sidecar: SidecarFactory, session: aiohttp.ClientSession
+) -> None:
+    received: list[dict[str, object]] = []
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        received.append(body)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        events = [*FIXED_EVENTS]
+        if body.get("stream_options", {}).get("include_usage"):
+            events.append(USAGE_EVENT)
+        for event in [*events, DONE_EVENT]:
+            await response.write(event[:10])
+            await response.write(event[10:])
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        sidecar = await make_sidecar(
+            upstream_url=f"http://127.0.0.1:{port}", force_stream_usage=True, engine_poll_seconds=0
+        )
+        url = f"http://127.0.0.1:{sidecar.port}/v1/chat/completions"
+        with capture_logs() as logs:
+            async with session.post(url, json=chat_body(stream=True, max_tokens=5)) as response:
+                client_bytes = await response.read()
+        assert received[0]["stream_options"] == {"include_usage": True}
+        assert client_bytes == b"".join([*FIXED_EVENTS, DONE_EVENT])
+        finished = next(e for e in logs if e["event"] == "request.finished")
+        assert finished["observed_prompt_tokens"] == 77
+    finally:
+        await runner.cleanup()
+
+
+async def test_stream_usage_the_client_asked_for_is_left_alone(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar(force_stream_usage=True)
+    body = chat_body(stream=True, stream_options={"include_usage": True}, max_tokens=3)
+    raw = orjson.dumps(body)
+    url = f"http://127.0.0.1:{sidecar.port}/v1/chat/completions"
+    headers = {"Content-Type": "application/json"}
+    async with session.post(url, data=raw, headers=headers) as response:
+        text = await response.read()
+    assert standin.requests[-1].body == raw
+    assert b'"choices":[],"usage"' in text

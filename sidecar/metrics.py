@@ -3,25 +3,34 @@
 Names carry the ``vlm_sidecar_`` prefix and their unit. Labels are bounded: ``model``
 (one per sidecar), ``route`` (four inspected routes), ``decision`` and ``reason``
 (closed sets from ``admission``), ``format``/``source`` for images and ``kind`` for
-upstream errors. Label children are created up front so every series exists at zero.
+upstream errors. Label children are created up front so every series exists at zero,
+and the children one request records into are resolved once per route
+(``for_route``), so recording a request costs dictionary lookups, not ``labels()`` calls.
 
 Buckets (documented in README):
-- tokens: geometric x2 from 16 to 131,072;
-- KV bytes: geometric x2 from 1 MiB to 256 GiB;
-- pixels: 0.01 MP to 50 MP in a 1-2.5-5 ladder;
+- tokens: geometric x2 from 16 to 131,072 (a thumbnail to a whole long-context prompt);
+- KV bytes: geometric x2 from 1 MiB to 256 GiB (one block-rounded text request to a pool);
+- pixels: 0.01 MP to 50 MP in a 1-2.5-5 ladder (an icon to a full-frame camera photo);
 - seconds: 50 us to 60 s for the sidecar's own work, 5 ms to 10 min for upstream times;
-- prediction error: symmetric, -4,096 to +4,096 tokens, so both signs stay visible.
+- prediction error: symmetric powers of two, -4,096 to +4,096 tokens, so both signs show.
+
+Budgets read at scrape time (``watch_budgets``) follow an ``auto`` KV budget and a
+prompt budget learnt from vLLM; a budget of 0 means unlimited.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from sidecar.admission import Reason
+from sidecar.budgets import Budgets
 
 Buckets = Sequence[float]
+
+PREFIX = "vlm_sidecar_"
 
 TOKEN_BUCKETS = tuple(float(16 * 2**i) for i in range(14))  # 16 .. 131,072
 KV_BYTES_BUCKETS = tuple(float(2**20 * 2**i) for i in range(19))  # 1 MiB .. 256 GiB
@@ -45,6 +54,14 @@ DECISIONS = ("admit", "downscale", "wait", "reject")
 IMAGE_FORMATS = ("jpeg", "png", "webp", "gif", "bmp", "tiff", "avif", "heif", "other", "unknown")
 IMAGE_SOURCES = ("data", "url", "cached")
 UPSTREAM_ERROR_KINDS = ("connect", "timeout", "reset", "status_5xx")
+BUDGET_NAMES = (
+    "max_images_per_request",
+    "max_image_pixels",
+    "max_image_tokens",
+    "max_request_visual_tokens",
+    "max_request_prompt_tokens",
+    "max_request_kv_bytes",
+)
 
 _DOWNSCALE_REASONS = (
     Reason.MAX_IMAGE_PIXELS,
@@ -58,7 +75,37 @@ VALID_OUTCOMES: tuple[tuple[str, Reason], ...] = (
     ("wait", Reason.KV_BUDGET_FULL),
     *(("downscale", reason) for reason in _DOWNSCALE_REASONS),
     *(("reject", reason) for reason in Reason if reason is not Reason.WITHIN_BUDGET),
+    # A client that leaves after the decision keeps it and changes only the reason.
+    *((decision, Reason.CLIENT_DISCONNECT) for decision in ("admit", "downscale", "wait")),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class RouteSeries:
+    """The label children one request on one route records into."""
+
+    model: str
+    route: str
+    requests_family: Counter
+    requests: dict[tuple[str, str], Counter]
+    visual_tokens: Histogram
+    prompt_tokens: Histogram
+    kv_bytes: Histogram
+    images: Histogram
+    observed_prompt_tokens: Histogram
+    usage_predicted_prompt_tokens: Counter
+    prompt_tokens_error: Histogram
+    overhead_seconds: Histogram
+    upstream_first_byte_seconds: Histogram
+    request_duration_seconds: Histogram
+
+    def request(self, decision: str, reason: Reason) -> Counter:
+        """The ``requests_total`` child for one outcome."""
+        key = (decision, reason.value)
+        child = self.requests.get(key)
+        if child is None:
+            child = self.requests[key] = self.requests_family.labels(self.model, self.route, *key)
+        return child
 
 
 class Metrics:
@@ -70,152 +117,219 @@ class Metrics:
         only_model: tuple[str, ...] = ("model",)
 
         def histogram(name: str, doc: str, labels: tuple[str, ...], buckets: Buckets) -> Histogram:
-            return Histogram(name, doc, labels, buckets=buckets, registry=registry)
+            return Histogram(PREFIX + name, doc, labels, buckets=buckets, registry=registry)
 
-        def counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
-            return Counter(name, doc, labels, registry=registry)
+        def counter(name: str, doc: str, labels: tuple[str, ...] = only_model) -> Counter:
+            return Counter(PREFIX + name, doc, labels, registry=registry)
 
-        def gauge(name: str, doc: str, labels: tuple[str, ...] = only_model) -> Gauge:
-            return Gauge(name, doc, labels, registry=registry)
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(PREFIX + name, doc, only_model, registry=registry)
 
-        prefix = "vlm_sidecar_"
         self.requests = counter(
-            f"{prefix}requests_total",
+            "requests_total",
             "Inspected requests by decision and reason.",
             ("model", "route", "decision", "reason"),
         )
         self.request_visual_tokens = histogram(
-            f"{prefix}request_visual_tokens",
-            "Predicted visual tokens per request.",
+            "request_visual_tokens",
+            "Predicted visual tokens per request, as sent (before any downscale).",
             route,
             TOKEN_BUCKETS,
         )
         self.request_prompt_tokens = histogram(
-            f"{prefix}request_prompt_tokens",
-            "Predicted prompt tokens per request.",
+            "request_prompt_tokens",
+            "Predicted prompt tokens per request, as sent (before any downscale).",
             route,
             TOKEN_BUCKETS,
         )
         self.request_kv_bytes = histogram(
-            f"{prefix}request_kv_bytes",
-            "Predicted KV-cache bytes per request, in whole blocks, per GPU.",
+            "request_kv_bytes",
+            "Predicted KV-cache bytes per request as sent, in whole blocks, per GPU.",
             route,
             KV_BYTES_BUCKETS,
         )
         self.request_images = histogram(
-            f"{prefix}request_images", "Images per request.", route, IMAGES_BUCKETS
+            "request_images", "Images per request.", route, IMAGES_BUCKETS
         )
         self.image_tokens = histogram(
-            f"{prefix}image_tokens",
+            "image_tokens",
             "Predicted tokens per image, before any downscale.",
             only_model,
             TOKEN_BUCKETS,
         )
         self.image_pixels = histogram(
-            f"{prefix}image_pixels",
-            "Pixels per image as sent, after EXIF orientation.",
+            "image_pixels",
+            "Pixels per image as sent, after EXIF orientation; unknown sizes left out.",
             only_model,
             PIXEL_BUCKETS,
         )
         self.images = counter(
-            f"{prefix}images_total",
-            "Images seen, by format and source.",
-            ("model", "format", "source"),
+            "images_total", "Images seen, by format and source.", ("model", "format", "source")
         )
-        self.downscaled_images = counter(
-            f"{prefix}downscaled_images_total", "Images rewritten smaller.", only_model
-        )
+        self.downscaled_images = counter("downscaled_images_total", "Images rewritten smaller.")
         self.downscale_seconds = histogram(
-            f"{prefix}downscale_seconds",
+            "downscale_seconds",
             "Time to decode, resize and encode one image.",
             only_model,
             OVERHEAD_SECONDS_BUCKETS,
         )
-        self.inflight_requests = gauge(
-            f"{prefix}inflight_requests", "Requests holding a KV reservation."
-        )
+        self.inflight_requests = gauge("inflight_requests", "Requests holding a KV reservation.")
         self.inflight_kv_bytes = gauge(
-            f"{prefix}inflight_kv_bytes", "Predicted KV bytes of in-flight requests, per GPU."
+            "inflight_kv_bytes", "Predicted KV bytes of in-flight requests, per GPU."
         )
-        self.kv_budget_bytes = gauge(f"{prefix}kv_budget_bytes", "In-flight KV budget; 0: off.")
-        self.queue_depth = gauge(f"{prefix}queue_depth", "Requests waiting for KV budget.")
+        self.kv_budget_bytes = gauge(
+            "kv_budget_bytes", "In-flight KV budget, per GPU; 0: no budget."
+        )
+        self.queue_depth = gauge("queue_depth", "Requests waiting for KV budget.")
         self.queue_wait_seconds = histogram(
-            f"{prefix}queue_wait_seconds",
-            "Time spent waiting for KV budget.",
+            "queue_wait_seconds",
+            "Time spent waiting for KV budget, by requests that waited (timed out included).",
             only_model,
             OVERHEAD_SECONDS_BUCKETS,
         )
+        self.queue_timeout_seconds = gauge(
+            "queue_timeout_seconds", "Longest wait for KV budget before a 429."
+        )
+        self.queue_max_depth = gauge(
+            "queue_max_depth", "Requests that may wait for KV budget before a 429."
+        )
         self.observed_prompt_tokens = histogram(
-            f"{prefix}observed_prompt_tokens",
-            "prompt_tokens reported in vLLM's usage.",
+            "observed_prompt_tokens",
+            "prompt_tokens reported in vLLM's usage (JSON body or final stream chunk).",
             route,
             TOKEN_BUCKETS,
         )
+        self.usage_predicted_prompt_tokens = counter(
+            "usage_predicted_prompt_tokens_total",
+            "Predicted prompt tokens of forwarded requests whose answer reported usage; "
+            "compare with vlm_sidecar_observed_prompt_tokens_sum.",
+            route,
+        )
         self.prompt_tokens_error = histogram(
-            f"{prefix}prompt_tokens_prediction_error",
-            "Observed minus predicted prompt tokens; negative when over-predicted.",
+            "prompt_tokens_prediction_error",
+            "Observed minus predicted prompt tokens of the forwarded request; negative when "
+            "over-predicted (so _sum is not a counter: rate() the buckets only).",
             route,
             ERROR_TOKEN_BUCKETS,
         )
         self.overhead_seconds = histogram(
-            f"{prefix}overhead_seconds",
+            "overhead_seconds",
             "Arrival to upstream send, queue wait excluded.",
             route,
             OVERHEAD_SECONDS_BUCKETS,
         )
         self.upstream_first_byte_seconds = histogram(
-            f"{prefix}upstream_first_byte_seconds",
+            "upstream_first_byte_seconds",
             "Upstream send to first response byte.",
             route,
             UPSTREAM_SECONDS_BUCKETS,
         )
         self.request_duration_seconds = histogram(
-            f"{prefix}request_duration_seconds",
+            "request_duration_seconds",
             "Arrival to the last byte relayed.",
             route,
             UPSTREAM_SECONDS_BUCKETS,
         )
         self.upstream_errors = counter(
-            f"{prefix}upstream_errors_total",
-            "Failures talking to vLLM, by kind.",
-            ("model", "kind"),
+            "upstream_errors_total", "Failures talking to vLLM, by kind.", ("model", "kind")
         )
-        self.budget = gauge(
-            f"{prefix}budget", "Configured budgets; absent when unlimited.", ("model", "budget")
-        )
+        self.budgets = {
+            name: gauge(f"budget_{name}", f"SIDECAR_{name.upper()} in force now; 0: unlimited.")
+            for name in BUDGET_NAMES
+        }
         self.profile_kv_bytes_per_token = gauge(
-            f"{prefix}model_kv_bytes_per_token", "KV bytes per token of the model, per GPU."
+            "model_kv_bytes_per_token", "KV bytes per token of the model, per GPU."
         )
         self.profile_max_image_tokens = gauge(
-            f"{prefix}model_max_image_tokens", "Tokens of the model's largest image."
+            "model_max_image_tokens", "Tokens of the model's largest image."
         )
-        self.profile = Info("vlm_sidecar_model", "The active model profile.", registry=registry)
-        self._create_children()
+        self.profile = Info(PREFIX + "model", "The active model profile.", registry=registry)
 
-    def _create_children(self) -> None:
-        model = self.model
-        for route in ROUTES:
-            for decision, reason in VALID_OUTCOMES:
-                self.requests.labels(model, route, decision, reason.value)
-            for histogram in (
-                self.request_visual_tokens, self.request_prompt_tokens, self.request_kv_bytes,
-                self.request_images, self.observed_prompt_tokens, self.prompt_tokens_error,
-                self.overhead_seconds, self.upstream_first_byte_seconds,
-                self.request_duration_seconds,
-            ):  # fmt: skip
-                histogram.labels(model, route)
-        for image_format in IMAGE_FORMATS:
-            for source in IMAGE_SOURCES:
-                self.images.labels(model, image_format, source)
-        for kind in UPSTREAM_ERROR_KINDS:
-            self.upstream_errors.labels(model, kind)
+        self._routes = {name: self._route_series(name) for name in ROUTES}
+        self._images = {
+            (image_format, source): self.images.labels(model, image_format, source)
+            for image_format in IMAGE_FORMATS
+            for source in IMAGE_SOURCES
+        }
+        self._upstream_errors = {
+            kind: self.upstream_errors.labels(model, kind) for kind in UPSTREAM_ERROR_KINDS
+        }
+        self.image_tokens_child = self.image_tokens.labels(model)
+        self.image_pixels_child = self.image_pixels.labels(model)
+        self.downscaled_images_child = self.downscaled_images.labels(model)
+        self.downscale_seconds_child = self.downscale_seconds.labels(model)
+        self.queue_wait_seconds_child = self.queue_wait_seconds.labels(model)
         for metric in (
-            self.image_tokens, self.image_pixels, self.downscaled_images, self.downscale_seconds,
             self.inflight_requests, self.inflight_kv_bytes, self.kv_budget_bytes,
-            self.queue_depth, self.queue_wait_seconds, self.profile_kv_bytes_per_token,
-            self.profile_max_image_tokens,
+            self.queue_depth, self.queue_timeout_seconds, self.queue_max_depth,
+            self.profile_kv_bytes_per_token, self.profile_max_image_tokens,
+            *self.budgets.values(),
         ):  # fmt: skip
             metric.labels(model)
+
+    def _route_series(self, route: str) -> RouteSeries:
+        model = self.model
+        return RouteSeries(
+            model=model,
+            route=route,
+            requests_family=self.requests,
+            requests={
+                (decision, reason.value): self.requests.labels(model, route, decision, reason)
+                for decision, reason in VALID_OUTCOMES
+            },
+            visual_tokens=self.request_visual_tokens.labels(model, route),
+            prompt_tokens=self.request_prompt_tokens.labels(model, route),
+            kv_bytes=self.request_kv_bytes.labels(model, route),
+            images=self.request_images.labels(model, route),
+            observed_prompt_tokens=self.observed_prompt_tokens.labels(model, route),
+            usage_predicted_prompt_tokens=self.usage_predicted_prompt_tokens.labels(model, route),
+            prompt_tokens_error=self.prompt_tokens_error.labels(model, route),
+            overhead_seconds=self.overhead_seconds.labels(model, route),
+            upstream_first_byte_seconds=self.upstream_first_byte_seconds.labels(model, route),
+            request_duration_seconds=self.request_duration_seconds.labels(model, route),
+        )
+
+    def for_route(self, route: str) -> RouteSeries:
+        """The children of one route label, made on first use for a route not listed."""
+        series = self._routes.get(route)
+        if series is None:
+            series = self._routes[route] = self._route_series(route)
+        return series
+
+    def image_counter(self, image_format: str, source: str) -> Counter:
+        """The ``images_total`` child for one format label and source."""
+        child = self._images.get((image_format, source))
+        if child is None:
+            child = self._images[image_format, source] = self.images.labels(
+                self.model, image_format, source
+            )
+        return child
+
+    def upstream_error_counter(self, kind: str) -> Counter:
+        """The ``upstream_errors_total`` child for one kind."""
+        child = self._upstream_errors.get(kind)
+        if child is None:
+            child = self._upstream_errors[kind] = self.upstream_errors.labels(self.model, kind)
+        return child
+
+    def watch_budgets(
+        self, budgets: Callable[[], Budgets], *, queue_timeout_seconds: float, max_queue_depth: int
+    ) -> None:
+        """Export the budgets as they are at each scrape (0: unlimited)."""
+        model = self.model
+        self.kv_budget_bytes.labels(model).set_function(lambda: budgets().kv_budget_bytes)
+        for name, gauge in self.budgets.items():
+            gauge.labels(model).set_function(_budget_reader(budgets, name))
+        self.queue_timeout_seconds.labels(model).set(queue_timeout_seconds)
+        self.queue_max_depth.labels(model).set(max_queue_depth)
+
+
+def _budget_reader(budgets: Callable[[], Budgets], name: str) -> Callable[[], float]:
+    def read() -> float:
+        value: int | None = getattr(budgets(), name)
+        return float(value or 0)
+
+    return read
 
 
 def image_format_label(pillow_format: str | None) -> str:

@@ -20,7 +20,15 @@ from sidecar.builtin_models import BUILTIN_MODELS
 from sidecar.errors import ConfigurationError
 from sidecar.kv_geometry import AttentionKind, KvGeometry, LayerGroup
 from sidecar.vision import VisionRule
+from sidecar.vision.anyres import AnyresRule
 from sidecar.vision.fixed import FixedTokensRule
+from sidecar.vision.gemma3 import Gemma3Rule
+from sidecar.vision.glm4v import Glm4vSmartResizeRule
+from sidecar.vision.idefics3 import SplitImageRule
+from sidecar.vision.internvl import InternVLRule
+from sidecar.vision.llama4 import Llama4Rule
+from sidecar.vision.mllama import MllamaRule
+from sidecar.vision.pixtral import PixtralRule
 from sidecar.vision.qwen import QwenSmartResizeRule
 
 DEFAULT_BLOCK_SIZE_TOKENS = 16
@@ -40,13 +48,53 @@ _KV_CACHE_DTYPE_BYTES = {
 # Context the checkpoint was validated for, where it is shorter than the position limit.
 _VALIDATED_CONTEXT_TOKENS = {"qwen2_5_vl": 32768}
 
+# transformers' class defaults for text-config keys that shipped config.json files leave out
+# (google/gemma-3-4b-it names neither its heads nor its head_dim, which is not hidden/heads);
+# vLLM reads the config through those classes, so the defaults are part of the model.
+_TEXT_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+    },
+    "mistral": {"num_attention_heads": 32, "num_key_value_heads": 8},
+    "mllama_text_model": {
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 131072,
+        "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+    },
+    "glm4v_text": {"num_attention_heads": 32, "num_key_value_heads": 2},
+}
+
 VisionRuleFactory = Callable[[str, dict[str, Any], dict[str, Any]], VisionRule]
+
+
+def _llava_rule(family: str, config: dict[str, Any], preprocessor: dict[str, Any]) -> VisionRule:
+    """LLaVA-1.5, or Pixtral when the LLaVA wrapper holds a Pixtral tower (pixtral-12b)."""
+    if (config.get("vision_config") or {}).get("model_type") == "pixtral":
+        return PixtralRule.from_configs("pixtral", config, preprocessor)
+    return FixedTokensRule.from_llava_configs(family, config, preprocessor)
+
 
 VISION_RULES: dict[str, VisionRuleFactory] = {
     "qwen2_vl": QwenSmartResizeRule.from_configs,
     "qwen2_5_vl": QwenSmartResizeRule.from_configs,
     "qwen3_vl": QwenSmartResizeRule.from_configs,
-    "llava": FixedTokensRule.from_llava_configs,
+    "llava": _llava_rule,
+    "gemma3": Gemma3Rule.from_configs,
+    "mistral3": PixtralRule.from_configs,
+    "mllama": MllamaRule.from_configs,
+    "glm4v": Glm4vSmartResizeRule.from_configs,
+    "llava_next": AnyresRule.from_llava_next_configs,
+    "llava_onevision": AnyresRule.from_llava_onevision_configs,
+    "internvl": InternVLRule.from_configs,
+    "idefics3": SplitImageRule.from_configs,
+    "smolvlm": SplitImageRule.from_configs,
+    "llama4": Llama4Rule.from_configs,
 }
 
 
@@ -141,6 +189,7 @@ def profile_from_configs(
             f"support; supported: {', '.join(sorted(VISION_RULES))}"
         )
     text = config.get("text_config") or config
+    text = {**_TEXT_CONFIG_DEFAULTS.get(str(text.get("model_type")), {}), **text}
     try:
         vision = factory(model_type, config, preprocessor)
         dtype_bytes = _DTYPE_BYTES[
@@ -175,12 +224,10 @@ def profile_from_configs(
 
 
 def _layer_groups(text: dict[str, Any], kv_heads: int, head_dim: int) -> tuple[LayerGroup, ...]:
-    num_layers = int(text["num_hidden_layers"])
-    layer_types = text.get("layer_types")
-    if not layer_types:
-        return (LayerGroup(AttentionKind.FULL, num_layers, kv_heads, head_dim),)
+    layer_types = _layer_types(text)
     window = text.get("sliding_window")
-    counts = Counter(str(t) for t in layer_types)
+    chunk = text.get("attention_chunk_size")
+    counts = Counter(layer_types)
     groups = []
     for layer_type, count in sorted(counts.items()):
         kind = AttentionKind.from_layer_type(layer_type)
@@ -190,10 +237,40 @@ def _layer_groups(text: dict[str, Any], kv_heads: int, head_dim: int) -> tuple[L
                 count,
                 kv_heads,
                 head_dim,
-                int(window) if kind is AttentionKind.SLIDING_WINDOW and window else None,
+                int(window)
+                if kind is AttentionKind.SLIDING_WINDOW and window
+                else int(chunk)
+                if kind is AttentionKind.CHUNKED and chunk
+                else None,
             )
         )
     return tuple(groups)
+
+
+def _layer_types(text: dict[str, Any]) -> list[str]:
+    """Each decoder layer's attention kind, derived as transformers' config classes do."""
+    num_layers = int(text["num_hidden_layers"])
+    layer_types = [str(t) for t in text.get("layer_types") or []]
+    pattern = text.get("sliding_window_pattern")
+    if not layer_types and pattern:
+        # Gemma3TextConfig: every pattern-th layer is global, the others slide.
+        layer_types = [
+            "sliding_attention" if (i + 1) % int(pattern) else "full_attention"
+            for i in range(num_layers)
+        ]
+    chunk = text.get("attention_chunk_size")
+    if not layer_types and chunk and text.get("model_type") == "llama4_text":
+        # Llama4TextConfig: RoPE layers (no_rope_layers[i] == 1) attend within chunks, every
+        # no_rope_layer_interval-th layer is NoPE and global; an empty list means that default.
+        interval = int(text.get("no_rope_layer_interval") or 4)
+        rope = text.get("no_rope_layers") or [
+            int((i + 1) % interval != 0) for i in range(num_layers)
+        ]
+        layer_types = ["chunked_attention" if r else "full_attention" for r in rope]
+    layer_types = layer_types or ["full_attention"] * num_layers
+    for index in text.get("cross_attention_layers") or []:
+        layer_types[int(index)] = AttentionKind.CROSS.value  # MllamaTextModel's layer kinds
+    return layer_types
 
 
 def _validated_context(model_type: str, text: dict[str, Any]) -> int | None:

@@ -54,9 +54,12 @@ async def handle_inspected(request: web.Request) -> web.StreamResponse:
     except SidecarError as exc:
         record.reject(_reason_for(exc), exc.message, exc.status)
         return response_for_error(exc, anthropic=anthropic, headers=record.response_headers())
-    except (asyncio.CancelledError, ConnectionResetError):
+    except asyncio.CancelledError:
         record.reason = Reason.CLIENT_DISCONNECT
         raise
+    except ConnectionResetError:
+        record.reason = Reason.CLIENT_DISCONNECT
+        return web.Response()  # never sent: the client is gone (raising would log a 500)
     finally:
         record.finish(state.metrics, state.logger)
 
@@ -65,8 +68,16 @@ async def _serve(
     request: web.Request, state: SidecarState, route: Route, record: RequestRecord
 ) -> web.StreamResponse:
     body = await read_body(request, state)
-    parsed = parse_request_body(body, route)
-    prediction = await state.pricer.price(parsed, body)
+    try:
+        parsed = parse_request_body(body, route)
+        prediction = await state.pricer.price(parsed, body)
+    except InvalidRequestError as exc:
+        if not state.shadow:
+            raise
+        # Shadow mode never answers for vLLM: what the sidecar cannot read goes through as sent.
+        record.reject(_reason_for(exc), exc.message, exc.status)
+        async with state.ledger.reserve(0, state.settings.queue_timeout_seconds):
+            return await _forward(request, state, body, None, record, hide_usage=False)
     decision = decide(
         prediction,
         state.budgets,
@@ -174,13 +185,13 @@ async def _forward(
     request: web.Request,
     state: SidecarState,
     body: bytes,
-    parsed: RequestBody,
+    parsed: RequestBody | None,
     record: RequestRecord,
     *,
     hide_usage: bool,
 ) -> web.StreamResponse:
     headers = forwardable_headers(request.headers, {"x-request-id": record.request_id})
-    tap = UsageTap(streaming=parsed.stream)
+    tap = UsageTap(streaming=parsed is not None and parsed.stream)
     stripper = UsageChunkStripper(tap) if hide_usage else None
     relay = RelayResult()
     record.relay = relay

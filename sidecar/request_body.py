@@ -13,14 +13,19 @@ that open with ``"data:`` (data URIs) and for string values under a ``"data"`` k
 placeholder ``"\\u0000<n>"`` in its place is parsed instead, and the refs point back into
 the original bytes. A lifted string whose bytes hold a backslash (JSON allows ``\\/`` in
 base64) is decoded on its own with orjson: the slow path. The scan never searches inside a
-payload for more than one byte, and it stops after ``2 * max_parts`` candidates.
+payload for more than one byte, and it stops after ``2 * max_parts`` candidates; a string it
+does not lift (``DATA:`` in capitals, past the cap) is parsed as usual, and its ref then
+carries a copy of the payload and no spans.
 
 Decisions:
 
 * Duplicate keys: the last one wins, as in orjson and in the Python ``json`` behind vLLM's
   pydantic models. They are not rejected.
-* A lifted string's bytes are checked for quotes and backslashes only. A control character
-  or invalid UTF-8 inside one is left to the probe's strict base64 and to vLLM.
+* A lifted string read as an image or media payload is checked for quotes and backslashes
+  only: a control character or invalid UTF-8 in it is left to the probe's strict base64 and
+  to vLLM. A lifted string read as anything else is validated when it is put back.
+* Placeholders start with NUL; when the body sends NUL characters of its own, a random tag
+  follows the NUL so that no client string can pass for a placeholder.
 * Nesting deeper than ``max_depth`` and more than ``max_parts`` messages, items and content
   parts are rejected after the parse (orjson itself stops at 1024 levels).
 * An integer field also accepts an integral float, as pydantic's lax mode does.
@@ -276,13 +281,13 @@ def _lift(body: bytes, limit: int) -> tuple[bytes, dict[str, Lift]]:
         if end < 0:
             break
         pos = end + 1
-        if after == b":" and body[_skip_space(body, pos) : _skip_space(body, pos) + 1] == b":":
+        follower = _skip_space(body, pos)
+        if after == b":" and body[follower : follower + 1] == b":":
             continue  # a key that starts "data:", not a value
         lift = Lift(start, end)
         if find(b"\\", start, end) >= 0:
-            try:
-                lift.value = orjson.loads(body[start - 1 : end + 1])
-            except orjson.JSONDecodeError:
+            lift.unescaped = _unescape(body, start, end)
+            if lift.unescaped is None:
                 continue  # left in place for the full parse to report
         lifts.append(lift)
     if not lifts:
@@ -326,3 +331,11 @@ def _string_end(body: bytes, start: int) -> int:
     while end >= 0 and _escaped(body, end):
         end = body.find(b'"', end + 1)
     return end
+
+
+def _unescape(body: bytes, start: int, end: int) -> bytes | None:
+    """The UTF-8 of the JSON string ``body[start:end]`` that holds escapes, or None if invalid."""
+    try:
+        return str(orjson.loads(body[start - 1 : end + 1])).encode()
+    except orjson.JSONDecodeError:
+        return None

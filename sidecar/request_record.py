@@ -77,40 +77,48 @@ class RequestRecord:
             headers["x-vlm-sidecar-kv-bytes"] = str(self.prediction.kv_bytes)
         return headers
 
+    @property
+    def forwarded(self) -> RequestPrediction | None:
+        """The prediction of what vLLM was sent: shadow mode never rewrites."""
+        return (self.original if self.shadow else None) or self.prediction
+
     def finish(self, metrics: Metrics, logger: Any) -> None:
         """Record metrics and emit the request's one log line."""
         now = time.perf_counter()
-        model, route = metrics.model, self.route
-        metrics.requests.labels(model, route, self.decision, self.reason.value).inc()
+        series = metrics.for_route(self.route)
+        series.request(self.decision, self.reason).inc()
         priced = self.original or self.prediction
         if priced is not None:
-            metrics.request_visual_tokens.labels(model, route).observe(priced.visual_tokens)
-            metrics.request_prompt_tokens.labels(model, route).observe(priced.prompt_tokens)
-            metrics.request_kv_bytes.labels(model, route).observe(priced.kv_bytes)
-            metrics.request_images.labels(model, route).observe(len(priced.images))
+            series.visual_tokens.observe(priced.visual_tokens)
+            series.prompt_tokens.observe(priced.prompt_tokens)
+            series.kv_bytes.observe(priced.kv_bytes)
+            series.images.observe(len(priced.images))
             for image in priced.images:
-                metrics.image_tokens.labels(model).observe(image.tokens.tokens)
+                metrics.image_tokens_child.observe(image.tokens.tokens)
                 if image.pixels:
-                    metrics.image_pixels.labels(model).observe(image.pixels)
-                label = image_format_label(image.format)
-                metrics.images.labels(model, label, image.source).inc()
+                    metrics.image_pixels_child.observe(image.pixels)
+                metrics.image_counter(image_format_label(image.format), image.source).inc()
         for seconds in self.downscale_seconds:
-            metrics.downscaled_images.labels(model).inc()
-            metrics.downscale_seconds.labels(model).observe(seconds)
+            metrics.downscaled_images_child.inc()
+            metrics.downscale_seconds_child.observe(seconds)
+        if self.reason is Reason.QUEUE_TIMEOUT:  # waits that were granted are observed on grant
+            metrics.queue_wait_seconds_child.observe(self.waited_seconds)
         if self.upstream_sent_at is not None:
             overhead = self.upstream_sent_at - self.arrived_at - self.waited_seconds
-            metrics.overhead_seconds.labels(model, route).observe(max(0.0, overhead))
+            series.overhead_seconds.observe(max(0.0, overhead))
         if self.relay is not None and self.relay.first_byte_seconds is not None:
-            first_byte = self.relay.first_byte_seconds
-            metrics.upstream_first_byte_seconds.labels(model, route).observe(first_byte)
-        metrics.request_duration_seconds.labels(model, route).observe(now - self.arrived_at)
+            series.upstream_first_byte_seconds.observe(self.relay.first_byte_seconds)
+        series.request_duration_seconds.observe(now - self.arrived_at)
         if self.upstream_error_kind is not None:
-            metrics.upstream_errors.labels(model, self.upstream_error_kind).inc()
+            metrics.upstream_error_counter(self.upstream_error_kind).inc()
+        forwarded = self.forwarded
         if self.usage is not None:
-            metrics.observed_prompt_tokens.labels(model, route).observe(self.usage.prompt_tokens)
-            if self.prediction is not None:
-                error = self.usage.prompt_tokens - self.prediction.prompt_tokens
-                metrics.prompt_tokens_error.labels(model, route).observe(error)
+            series.observed_prompt_tokens.observe(self.usage.prompt_tokens)
+            if forwarded is not None:
+                series.usage_predicted_prompt_tokens.inc(forwarded.prompt_tokens)
+                series.prompt_tokens_error.observe(
+                    self.usage.prompt_tokens - forwarded.prompt_tokens
+                )
         logger.info("request.finished", **self._log_fields(now))
 
     def _log_fields(self, now: float) -> dict[str, Any]:
@@ -130,11 +138,9 @@ class RequestRecord:
             fields["predicted_prompt_tokens"] = self.prediction.prompt_tokens
             fields["predicted_visual_tokens"] = self.prediction.visual_tokens
             fields["predicted_kv_bytes"] = self.prediction.kv_bytes
-            fields["images"] = [
-                {"size": f"{i.width_px}x{i.height_px}" if i.width_px else None,
-                 "format": i.format, "source": i.source, "tokens": i.tokens.tokens}
-                for i in self.prediction.images
-            ]  # fmt: skip
+            fields["images"] = _image_fields(self.prediction)
+            if self.original is not None:
+                fields["images_before_downscale"] = _image_fields(self.original)
         if self.relay is not None:
             fields["upstream_status"] = self.relay.status
             fields["upstream_completed"] = self.relay.completed
@@ -152,6 +158,14 @@ class RequestRecord:
         if self.shadow:
             fields["mode"] = "shadow"
         return fields
+
+
+def _image_fields(prediction: RequestPrediction) -> list[dict[str, Any]]:
+    return [
+        {"size": f"{i.width_px}x{i.height_px}" if i.width_px else None,
+         "format": i.format, "source": i.source, "tokens": i.tokens.tokens}
+        for i in prediction.images
+    ]  # fmt: skip
 
 
 def bind_request(request_id: str) -> None:

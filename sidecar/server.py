@@ -16,6 +16,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from sidecar.app import make_app, make_metrics_app
+from sidecar.images.remote import RemoteImageProber
 from sidecar.settings import Settings
 from sidecar.state import STATE, SidecarState
 
@@ -28,10 +29,17 @@ class RunningSidecar:
     port: int
     metrics_port: int
     _runners: tuple[web.AppRunner, web.AppRunner]
+    _stopped: asyncio.Task[None] | None = None
 
     async def drain_and_stop(self) -> None:
-        """Refuse new work, let in-flight responses finish, then stop."""
-        self.state.draining = True
+        """Refuse new work, let in-flight responses finish, then stop; a second call (the
+        context manager's exit after an explicit drain) waits for the first."""
+        if self._stopped is None:
+            self.state.draining = True
+            self._stopped = asyncio.ensure_future(self._cleanup())
+        await asyncio.shield(self._stopped)
+
+    async def _cleanup(self) -> None:
         traffic, metrics = self._runners
         await traffic.cleanup()
         await metrics.cleanup()
@@ -39,12 +47,22 @@ class RunningSidecar:
 
 @contextlib.asynccontextmanager
 async def running_sidecar(
-    settings: Settings, *, registry: CollectorRegistry | None = None
+    settings: Settings,
+    *,
+    registry: CollectorRegistry | None = None,
+    remote_prober: RemoteImageProber | None = None,
 ) -> AsyncIterator[RunningSidecar]:
     """Start both listeners (port 0 picks free ports); drain and stop on exit."""
     registry = registry or CollectorRegistry()
-    app = make_app(settings, registry=registry)
-    traffic = web.AppRunner(app, access_log=None, shutdown_timeout=float(settings.drain_seconds))
+    app = make_app(settings, registry=registry, remote_prober=remote_prober)
+    # A client that leaves cancels its handler: a queued request gives its place back at once,
+    # and the upstream request is closed, so vLLM stops generating for nobody.
+    traffic = web.AppRunner(
+        app,
+        access_log=None,
+        shutdown_timeout=float(settings.drain_seconds),
+        handler_cancellation=True,
+    )
     metrics = web.AppRunner(make_metrics_app(app, registry), access_log=None)
     await traffic.setup()
     await metrics.setup()

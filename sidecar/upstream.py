@@ -133,6 +133,8 @@ async def forward_and_relay(
             await _relay_body(
                 request, upstream, response, result, on_chunk, chunk_filter, clock, sent_at
             )
+        except ConnectionResetError:
+            raise  # writing to the client failed: the client left, vLLM is not at fault
         except (aiohttp.ClientError, TimeoutError) as exc:
             result.error = f"{type(exc).__name__}: {exc!s}"
             await _end_broken_stream(request, response, upstream)

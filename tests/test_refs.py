@@ -250,6 +250,17 @@ def test_parse_request_body_finds_images_when_they_are_nested_in_an_anthropic_to
     assert result.text_chars == len("sys") + len("snap") + len(b'{"q":1}') + len("shot") + 2
 
 
+def test_parse_request_body_ignores_anthropic_blocks_when_they_carry_no_prompt_text() -> None:
+    blocks = [
+        {"type": "document", "source": {"type": "base64", "data": PAYLOAD}},
+        {"type": "redacted_thinking", "data": PAYLOAD},
+        {"type": "container_upload", "file_id": "f"},
+    ]
+    result = parsed(anthropic(*blocks), Route.MESSAGES)
+    assert (result.images, result.text_chars) == ((), 0)
+    assert result.skeleton["messages"][0]["content"] == blocks
+
+
 def test_parse_request_body_counts_the_anthropic_system_when_it_is_a_string() -> None:
     body = orjson.dumps({"system": "be brief", "messages": [{"role": "user", "content": "hi"}]})
     assert parsed(body, Route.MESSAGES).text_chars == len("be brief") + 2

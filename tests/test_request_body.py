@@ -274,8 +274,18 @@ def test_parse_request_body_reads_anthropic_base64_when_it_carries_escaped_slash
         b'{"messages": [], "data": {"data": 1}, "x": ["data", "data:"]}',
         b'{"messages": [], "data" : \t"abc", "data":\n[1]}',
         b'{"messages": [], "data"}',
+        b'{"messages": [], "a": "data:a\\"b,c\\\\", "b": "data:"}',
+        b'{"messages": [], "a": "data:\\u00e9,x", "b": ["data:\\ud800"]}',
     ],
-    ids=["escaped quote", "data key", "data not a string", "spaced data", "dangling data key"],
+    ids=[
+        "escaped quote",
+        "data key",
+        "data not a string",
+        "spaced data",
+        "dangling data key",
+        "quotes escaped inside",
+        "unicode escapes",
+    ],
 )
 def test_parse_request_body_matches_a_plain_parse_when_data_strings_sit_in_odd_places(
     body: bytes,
@@ -315,6 +325,13 @@ def test_parse_request_body_stops_lifting_when_candidates_exceed_the_cap() -> No
     ref = result.images[0]
     assert (ref.uri_span, bytes(ref.payload(body))) == (None, PAYLOAD.encode())
     assert result.skeleton["metadata"] == [DATA_URI, {"data": "x"}]
+
+
+def test_parse_request_body_stops_scanning_when_data_keys_without_strings_exceed_the_cap() -> None:
+    messages = [{"role": "user", "content": [{"image_url": DATA_URI}]}]
+    body = body_of(metadata=[{"data": 1}] * 5, messages=messages)
+    ref = parse_request_body(body, Route.CHAT, max_parts=2).images[0]
+    assert (ref.uri_span, bytes(ref.payload(body))) == (None, PAYLOAD.encode())
 
 
 def test_parse_request_body_returns_a_read_only_skeleton() -> None:
@@ -386,7 +403,7 @@ BODYISH = st.fixed_dictionaries(
 ) | st.dictionaries(st.sampled_from(KEYS), JSONISH)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     value=BODYISH,
     route=st.sampled_from(list(Route)),

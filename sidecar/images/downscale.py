@@ -10,10 +10,12 @@ maps it to an exact token count. Invariants:
   carries no EXIF and no XMP, so nothing rotates it again. Only the ICC profile is kept.
 * At most ``max_decode_pixels`` are ever decoded. A JPEG counts at the size it is decoded at:
   DCT scaling (``Image.draft``) decodes it at 1/2, 1/4 or 1/8 when that still covers the target,
-  which is also what makes a photo downscale fast. The limit is checked on the header before
-  anything is decoded, and again on the drafted size before the pixels are allocated.
+  which is also what makes a photo downscale fast. The limit is checked on the size ``probe``
+  reads from the header before Pillow opens anything (libwebp allocates its canvas on open),
+  and again on the drafted size before the pixels are allocated.
 * Formats are opened by their plugin, not ``Image.open``: the limit here replaces Pillow's own
   decompression-bomb check, which would refuse a 30000x30000 JPEG that drafts to 3750x3750.
+  (GIF and TIFF still run that check while loading: it warns above 89,478,485 pixels.)
 * Undecodable bytes raise ``TruncatedImageError`` or ``NotAnImageError``, never Pillow's own
   exceptions. ``ImageFile.LOAD_TRUNCATED_IMAGES`` is left alone (False).
 * Synchronous, no shared state: it runs in the proxy's thread pool; Pillow drops the GIL.
@@ -22,11 +24,11 @@ Output format, by source::
 
     source                    output   settings
     JPEG (and MPO)            JPEG     quality ``jpeg_quality``, baseline, default subsampling
-    PNG                       PNG      compress_level 1: 5x faster than 6, ~15 % larger
+    PNG                       PNG      compress_level 1: 1.5-5x faster than 6, 5-15 % larger
     WebP lossy / lossless     WebP     quality ``jpeg_quality`` method 0 / lossless effort 0
     GIF (frame 0: vLLM's)     PNG      a palette cannot be resized; PNG keeps it lossless
     BMP, TIFF, ICO, PSD, J2K  PNG      lossless sources stay lossless
-    HEIF, AVIF                JPEG     PNG when there is alpha; their encoders are 20x slower
+    HEIF, AVIF                JPEG     PNG when there is alpha; their encoders are 100x slower
 
 Modes: RGB, RGBA, L and LA are kept (vLLM composites alpha on white itself, so alpha stays);
 palette and other images with transparency become RGBA (LA when grey), "1" becomes L, and
@@ -43,7 +45,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
-import pillow_heif
 from PIL import (
     AvifImagePlugin,  # noqa: F401  (imported for its registration in Image.OPEN)
     BmpImagePlugin,  # noqa: F401
@@ -61,18 +62,20 @@ from PIL import (
 )
 
 from sidecar.errors import ImageError, ImageTooLargeError, NotAnImageError, TruncatedImageError
-from sidecar.images.probe import DEFAULT_MAX_IMAGE_PIXELS
+from sidecar.images.probe import DEFAULT_MAX_IMAGE_PIXELS, probe_bytes
 
 PNG_COMPRESS_LEVEL = 1
 RESAMPLE = Image.Resampling.LANCZOS
 REDUCING_GAP = 3.0  # Pillow: box-reduce first when shrinking 3x or more; indistinguishable
 
-_Opener = tuple[Callable[[IO[bytes], str], ImageFile.ImageFile], Callable[[bytes], object] | None]
-_PILLOW_FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF", "AVIF", "ICO", "PSD", "JPEG2000")
-_OPENERS: tuple[_Opener, ...] = (  # the formats ``probe`` accepts, in Pillow's order
-    *(Image.OPEN[name] for name in _PILLOW_FORMATS),
-    (pillow_heif.HeifImageFile, pillow_heif.is_supported),
-)
+_NO_LIMIT = 1 << 62  # the probe reads the size; the limit below depends on the format
+_REDUCIBLE = frozenset({"JPEG", "MPO"})  # formats that Image.draft decodes at 1/2, 1/4 or 1/8
+_Factory = Callable[[IO[bytes], str], ImageFile.ImageFile]
+_FACTORIES: dict[str, _Factory] = {  # every format ``probe`` accepts
+    **{name: Image.OPEN[name][0] for name in ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")},
+    **{name: Image.OPEN[name][0] for name in ("AVIF", "ICO", "PSD", "JPEG2000")},
+    "MPO": Image.OPEN["JPEG"][0],
+}
 _MEDIA_TYPES = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
 _TRANSPOSE = {  # ImageOps.exif_transpose's table
     2: Image.Transpose.FLIP_LEFT_RIGHT,
@@ -117,9 +120,20 @@ def downscale_image(
     width_px, height_px = target_size
     if width_px < 1 or height_px < 1:
         raise ValueError(f"target size {width_px}x{height_px} is empty")
+    header = probe_bytes(raw, max_image_pixels=_NO_LIMIT)  # refuses what is no image
+    factory = _heif_factory() if header.format == "HEIF" else _FACTORIES.get(header.format)
+    if factory is None:
+        raise NotAnImageError(f"{header.format} images cannot be downscaled")
+    size = (header.width_px, header.height_px)
+    what = f"the {size[0]}x{size[1]} {header.format} image"
+    if header.format in _REDUCIBLE:
+        smallest = (math.ceil(size[0] / 8), math.ceil(size[1] / 8))
+        _check_pixels(smallest, max_decode_pixels, f"{what}, even at 1/8 scale,")
+    else:
+        _check_pixels(size, max_decode_pixels, what)
+    source_format = "JPEG" if header.format == "MPO" else header.format
     try:
-        with _open(raw) as source:
-            source_format = "JPEG" if source.format == "MPO" else str(source.format)
+        with factory(io.BytesIO(raw), "") as source:
             image, icc_profile = _decode(source, target_size, max_decode_pixels)
     except ImageError:
         raise
@@ -133,31 +147,27 @@ def downscale_image(
     return _encode(image, source_format, icc_profile, lossless=lossless, quality=jpeg_quality)
 
 
-def _open(raw: bytes) -> ImageFile.ImageFile:
-    prefix = raw[:16]
-    for factory, accept in _OPENERS:
-        if accept is not None and accept(prefix) is True:  # a str is "known, but unsupported"
-            return factory(io.BytesIO(raw), "")
-    raise NotAnImageError("the image is in no format the sidecar can downscale")
+def _heif_factory() -> _Factory:
+    import pillow_heif  # here, as in probe: libheif loads once a HEIF image arrives
+
+    factory: _Factory = pillow_heif.HeifImageFile
+    return factory
 
 
 def _decode(
     source: ImageFile.ImageFile, target_size: tuple[int, int], max_decode_pixels: int
 ) -> tuple[Image.Image, bytes | None]:
     """Frame 0 of ``source``, oriented for display, at ``target_size``; and its ICC profile."""
-    width, height = source.size
-    smallest = (math.ceil(width / 8), math.ceil(height / 8))
+    box = None
     if isinstance(source, JpegImagePlugin.JpegImageFile):
-        _check_pixels(smallest, max_decode_pixels, f"even at 1/8 scale, {width}x{height}")
-    else:
-        _check_pixels(source.size, max_decode_pixels, f"{width}x{height}")
-    transpose = _orientation(source)
-    stored_size = target_size[::-1] if transpose in _SWAPS_SIDES else target_size
-    drafted = source.draft("RGB", (stored_size[0], stored_size[1]))
-    box = drafted[1] if drafted else None
-    # Guard before allocation: the drafted size is what load() decodes.
-    _check_pixels(source.size, max_decode_pixels, f"{width}x{height} drafted to {source.size}")
+        # Draft in stored orientation; a JPEG's orientation is the same before and after load.
+        swap = _orientation(source) in _SWAPS_SIDES
+        drafted = source.draft("RGB", target_size[::-1] if swap else target_size)
+        box = drafted[1] if drafted else None
+    _check_pixels(source.size, max_decode_pixels, f"the {source.format} image, as drafted,")
     source.load()
+    transpose = _orientation(source)  # after load, as exif_transpose: TIFF rotates itself then
+    stored_size = target_size[::-1] if transpose in _SWAPS_SIDES else target_size
     icc_profile = source.info.get("icc_profile") if source.mode in _ICC_SAFE_MODES else None
     image: Image.Image = _working_mode(source)
     if image.size != stored_size or box is not None:
@@ -180,11 +190,11 @@ def _is_truncation(raw: bytes, exc: Exception) -> bool:
     return isinstance(exc, EOFError) or riff_short or any(w in text for w in _TRUNCATION_WORDS)
 
 
-def _check_pixels(size: tuple[int, int], max_decode_pixels: int, what: str) -> None:
-    if size[0] * size[1] > max_decode_pixels:
+def _check_pixels(decoded: tuple[int, int], max_decode_pixels: int, what: str) -> None:
+    if decoded[0] * decoded[1] > max_decode_pixels:
         raise ImageTooLargeError(
-            f"image {what} is {size[0] * size[1]:,} pixels to decode; "
-            f"the limit is {max_decode_pixels:,}"
+            f"{what} would decode to {decoded[0]}x{decoded[1]} = {decoded[0] * decoded[1]:,} "
+            f"pixels; the limit for downscaling is {max_decode_pixels:,}"
         )
 
 

@@ -57,12 +57,12 @@ class UsePillow(Exception):
 
 
 def _need(src: ByteSource, offset: int, length: int, fmt: str) -> bytes:
-    data = src.read(offset, length)
-    if len(data) < length:
+    """Exactly ``length`` bytes at ``offset``; nothing is read when they cannot all be there."""
+    if offset + length > src.size:
         raise TruncatedImageError(
             f"the {fmt} image is truncated: its header needs more than the {src.size} bytes sent"
         )
-    return data
+    return src.read(offset, length)
 
 
 # ----------------------------------------------------------------------------- EXIF and XMP
@@ -82,6 +82,8 @@ def exif_orientation(exif: bytes) -> int | None:
         exif = exif[6:]
     if not exif:
         return None
+    if len(exif) < 8:
+        raise UsePillow
     if exif.startswith(b"II*\x00"):
         endian = "<"
     elif exif.startswith(b"MM\x00*"):
@@ -127,7 +129,7 @@ _SOF = frozenset(
 _NO_LENGTH = frozenset((0xC8, *range(0xD0, 0xDA), *range(0xF0, 0xFE)))
 _SOS = 0xDA
 _XMP_NS = b"http://ns.adobe.com/xap/1.0/\x00"
-_EXIF_HEAD_BYTES = 4096  # IFD0 sits at the start of the APP1 segment; the thumbnail follows it
+_EXIF_HEAD_BYTES = 1024  # IFD0 sits at the start of the APP1 segment; a thumbnail follows it
 _SCAN_BYTES = 4096
 
 
@@ -159,10 +161,7 @@ def parse_jpeg(src: ByteSource) -> StoredHeader:
             raise NotAnImageError(f"the JPEG header is corrupt: no marker at byte {pos}")
         if len(head) < 4:
             _need(src, pos, 4, "JPEG")
-        length = (head[2] << 8) | head[3]
-        if length < 2:
-            raise UsePillow
-        body, body_len = pos + 4, length - 2
+        body, body_len = pos + 4, max(((head[2] << 8) | head[3]) - 2, 0)  # as Pillow: <2 is 0
         pos = body + body_len
         if marker == _SOS:
             if pos > src.size:
@@ -170,8 +169,8 @@ def parse_jpeg(src: ByteSource) -> StoredHeader:
             break
         if marker in _SOF:
             frame = _need(src, body, body_len, "JPEG")
-            if body_len < 6:
-                raise UsePillow
+            if body_len < 6 or (body_len - 6) % 3:
+                raise NotAnImageError("the JPEG header is corrupt: bad frame header length")
             if frame[0] != 8 or frame[5] not in (1, 3, 4):
                 raise NotAnImageError(
                     f"the JPEG has {frame[0]}-bit samples in {frame[5]} components; "
@@ -180,6 +179,8 @@ def parse_jpeg(src: ByteSource) -> StoredHeader:
             size = (_U16BE(frame, 3)[0], _U16BE(frame, 1)[0])
         elif marker == 0xDB:
             _check_quantization_tables(_need(src, body, body_len, "JPEG"))
+        elif marker == 0xE0 and body_len < 7 and src.read(body, 4) == b"JFIF":
+            raise NotAnImageError("the JPEG header is corrupt: its JFIF segment is too short")
         elif marker == 0xE1:
             tag = src.read(body, min(body_len, len(_XMP_NS)))
             if tag.startswith(b"Exif\x00\x00"):
@@ -192,7 +193,7 @@ def parse_jpeg(src: ByteSource) -> StoredHeader:
             if src.read(body, 4) == b"MPF\x00":
                 raise UsePillow  # Pillow turns a multi-picture JPEG into an MPO
         elif marker == 0xEE and body_len < 7 and src.read(body, 5) == b"Adobe":
-            raise UsePillow
+            raise NotAnImageError("the JPEG header is corrupt: its Adobe segment is too short")
     if size is None:
         raise NotAnImageError("the JPEG header is corrupt: no frame header before the scan")
     return StoredHeader("JPEG", size[0], size[1], 1, _jpeg_orientation(src, exif, xmp))
@@ -343,23 +344,20 @@ def _skip_sub_blocks(src: ByteSource, pos: int) -> int:
 # ----------------------------------------------------------------------------- WebP
 
 _VP8X_ANIMATION, _VP8X_XMP, _VP8X_EXIF = 0x02, 0x04, 0x08
+_WEBP_CHUNKS_LIMIT = 4096
 
 
 def parse_webp(src: ByteSource) -> StoredHeader:
     """The first chunk's size, as libwebp's demuxer reports it to Pillow.
 
-    libwebp refuses a file shorter than its RIFF size, so that is checked too (cheaply: the
-    size of the data is known without reading it). For an extended file with animation,
-    EXIF or XMP, the chunk headers are walked to count frames and find the metadata.
+    For an extended file with animation, EXIF or XMP (the demuxer reads those chunks only when
+    their flag is set), the chunk headers are walked to count frames and find the metadata,
+    which sits after the image data: only the 8-byte chunk headers are read on the way.
     """
     head = _need(src, 0, 30, "WebP") if src.size >= 30 else _need(src, 0, 25, "WebP")
     riff_end = _U32LE(head, 4)[0] + 8
     if riff_end < 20:
         raise UsePillow
-    if riff_end > src.size:
-        raise TruncatedImageError(
-            f"the WebP image is truncated: it declares {riff_end} bytes, {src.size} were sent"
-        )
     kind, chunk_len = head[12:16], _U32LE(head, 16)[0]
     if kind == b"VP8 " and len(head) == 30 and chunk_len >= 10:
         tag = head[20] | head[21] << 8 | head[22] << 16
@@ -381,9 +379,8 @@ def parse_webp(src: ByteSource) -> StoredHeader:
         height = (head[27] | head[28] << 8 | head[29] << 16) + 1
         frames, orientation = 1, 1
         if flags & (_VP8X_ANIMATION | _VP8X_XMP | _VP8X_EXIF):
-            frames, orientation = _walk_webp_chunks(
-                src, 20 + chunk_len + (chunk_len & 1), riff_end, flags
-            )
+            first = 20 + chunk_len + (chunk_len & 1)
+            frames, orientation = _walk_webp_chunks(src, first, riff_end, flags)
         return StoredHeader("WEBP", width, height, frames, orientation)
     raise UsePillow
 
@@ -392,8 +389,10 @@ def _walk_webp_chunks(src: ByteSource, pos: int, riff_end: int, flags: int) -> t
     animation_frames = 0
     exif: tuple[int, int] | None = None
     xmp: tuple[int, int] | None = None
-    while pos + 8 <= riff_end:
-        head = src.read(pos, 8)
+    for _ in range(_WEBP_CHUNKS_LIMIT):
+        if pos + 8 > riff_end:
+            break
+        head = _need(src, pos, 8, "WebP")
         kind, length = head[:4], _U32LE(head, 4)[0]
         if kind == b"ANMF":
             animation_frames += 1
@@ -402,6 +401,8 @@ def _walk_webp_chunks(src: ByteSource, pos: int, riff_end: int, flags: int) -> t
         elif kind == b"XMP " and xmp is None and flags & _VP8X_XMP:
             xmp = (pos + 8, length)
         pos += 8 + length + (length & 1)
+    else:
+        raise UsePillow  # walking this many chunks in Python would be slower than libwebp
     if pos > riff_end or (flags & _VP8X_ANIMATION and not animation_frames):
         raise UsePillow
     value = None
@@ -426,7 +427,7 @@ _META_BYTES_LIMIT = 1 << 20
 
 def ftyp_brands(src: ByteSource) -> tuple[bytes, frozenset[bytes], int]:
     """Major brand, all brands and the end of an ISOBMFF file's leading ``ftyp`` box."""
-    kind, body, end = _box(src, 0, src.size, "AVIF/HEIF")
+    kind, body, end = _box(src, 0, "AVIF/HEIF")
     if kind != b"ftyp" or end - body < 8:
         raise NotAnImageError("the ISO media file has no valid 'ftyp' box")
     brands = _need(src, body, end - body, "AVIF/HEIF")
@@ -437,53 +438,77 @@ def ftyp_brands(src: ByteSource) -> tuple[bytes, frozenset[bytes], int]:
 def parse_avif(src: ByteSource) -> StoredHeader:
     """The primary item's ``ispe`` size and ``irot``/``imir`` orientation, as libavif reads it.
 
-    Pillow's AVIF plugin gives libavif the whole file; this reads only the box headers and the
-    ``meta`` box. Sequences, grids and anything else unusual go to Pillow.
+    Pillow's AVIF plugin gives libavif the whole file; this reads the top-level box headers
+    and the ``meta`` box only. Sequences, grids and anything else unusual go to Pillow.
     """
     major, _, pos = ftyp_brands(src)
+    if major == b"avis":
+        raise UsePillow
     meta: bytes | None = None
-    while pos < src.size:
-        kind, body, end = _box(src, pos, src.size, "AVIF")
+    while pos < src.size and not (meta is not None and major == b"avif"):
+        kind, body, end = _box(src, pos, "AVIF")
         if kind == b"meta":
             if meta is not None or end - body > _META_BYTES_LIMIT:
                 raise UsePillow
             meta = _need(src, body, end - body, "AVIF")
-        elif kind == b"moov" and major != b"avif":
-            raise UsePillow  # libavif prefers the track of an image sequence
+        elif kind == b"moov":
+            raise UsePillow  # without the 'avif' major brand, libavif prefers the track
+        elif end > src.size and (meta is None or major != b"avif"):
+            _need(src, end, 8, "AVIF")  # what follows this box is still needed
         pos = end
     if meta is None:
         raise NotAnImageError("the AVIF file has no 'meta' box")
-    return _avif_primary_item(meta)
+    try:
+        return _avif_primary_item(meta)
+    except (struct.error, IndexError):
+        raise UsePillow from None
 
 
-def _box(src: ByteSource, pos: int, limit: int, fmt: str) -> tuple[bytes, int, int]:
+def boxes_fit(src: ByteSource) -> bool:
+    """Whether the top-level boxes of an ISOBMFF file end within the data (it is not cut)."""
+    pos = 0
+    try:
+        while pos < src.size:
+            pos = _box(src, pos, "ISOBMFF")[2]
+    except (TruncatedImageError, NotAnImageError):
+        return False
+    return pos <= src.size
+
+
+def _box(src: ByteSource, pos: int, fmt: str) -> tuple[bytes, int, int]:
+    """Type, body offset and end offset of the box at ``pos``; only its header is read."""
     head = _need(src, pos, 8, fmt)
     size, kind, body = _U32BE(head, 0)[0], head[4:8], pos + 8
     if size == 1:
         size, body = struct.unpack(">Q", _need(src, pos + 8, 8, fmt))[0], pos + 16
     elif size == 0:
-        size = limit - pos
+        size = max(src.size - pos, 8)
     if size < body - pos:
         raise NotAnImageError(f"the {fmt} file is corrupt: box {kind!r} has size {size}")
-    if pos + size > limit:
-        _need(src, pos, size, fmt)
     return kind, body, pos + size
 
 
-def _boxes(data: bytes, pos: int = 0) -> dict[bytes, list[bytes]]:
-    """Child boxes of an in-memory box body, by type, in file order."""
-    found: dict[bytes, list[bytes]] = {}
+def _children(data: bytes, pos: int = 0) -> list[tuple[bytes, bytes]]:
+    """(type, body) of each box in an in-memory box body, in file order."""
+    children: list[tuple[bytes, bytes]] = []
     while pos + 8 <= len(data):
         size, kind = _U32BE(data, pos)[0], data[pos + 4 : pos + 8]
         if size < 8 or pos + size > len(data):
             raise UsePillow
-        found.setdefault(kind, []).append(data[pos + 8 : pos + size])
+        children.append((kind, data[pos + 8 : pos + size]))
         pos += size
+    return children
+
+
+def _by_type(children: list[tuple[bytes, bytes]]) -> dict[bytes, list[bytes]]:
+    found: dict[bytes, list[bytes]] = {}
+    for kind, body in children:
+        found.setdefault(kind, []).append(body)
     return found
 
 
 def _avif_primary_item(meta: bytes) -> StoredHeader:
-    children = _boxes(meta, 4)
+    children = _by_type(_children(meta, 4))
     try:
         (pitm,) = children[b"pitm"]
         (iinf,) = children[b"iinf"]
@@ -494,13 +519,13 @@ def _avif_primary_item(meta: bytes) -> StoredHeader:
     item_types = _item_types(iinf)
     if item_types.get(primary) != b"av01":
         raise UsePillow
-    properties = _boxes(iprp)
+    properties = _by_type(_children(iprp))
     try:
         (ipco,) = properties[b"ipco"]
         associations = [i for ipma in properties[b"ipma"] for i in _associations(ipma, primary)]
     except (KeyError, ValueError):
         raise UsePillow from None
-    props = _property_list(ipco)
+    props = _children(ipco)
     ispe = angle = axis = None
     for index in associations:
         if not 0 < index <= len(props):
@@ -523,7 +548,7 @@ def _avif_primary_item(meta: bytes) -> StoredHeader:
 def _item_types(iinf: bytes) -> dict[int, bytes]:
     pos = 6 if iinf[0] == 0 else 8
     types: dict[int, bytes] = {}
-    for infe in _boxes(iinf, pos).get(b"infe", []):
+    for infe in _by_type(_children(iinf, pos)).get(b"infe", []):
         version = infe[0]
         if version == 2 and len(infe) >= 12:
             types[_U16BE(infe, 4)[0]] = infe[8:12]
@@ -553,15 +578,3 @@ def _associations(ipma: bytes, item: int) -> list[int]:
         if item_id == item:
             return indices
     return []
-
-
-def _property_list(ipco: bytes) -> list[tuple[bytes, bytes]]:
-    props: list[tuple[bytes, bytes]] = []
-    pos = 0
-    while pos + 8 <= len(ipco):
-        size, kind = _U32BE(ipco, pos)[0], ipco[pos + 4 : pos + 8]
-        if size < 8 or pos + size > len(ipco):
-            raise UsePillow
-        props.append((kind, ipco[pos + 8 : pos + size]))
-        pos += size
-    return props

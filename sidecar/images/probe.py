@@ -22,6 +22,7 @@ import binascii
 import functools
 import io
 import os
+import struct
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,23 +75,31 @@ class ImageHeader:
 def probe_bytes(
     data: bytes | memoryview, *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
 ) -> ImageHeader:
-    """Header of an image held as raw bytes."""
-    return _probe(_BytesSource(data), max_image_pixels)
+    """Header of an image held as raw bytes (``bytes``, or a view of any buffer)."""
+    if isinstance(data, bytes):
+        return _probe(_BytesSource(data), max_image_pixels)
+    with _byte_view(data) as view:  # released on return, so the caller's buffer stays resizable
+        return _probe(_BytesSource(view), max_image_pixels)
 
 
 def probe_base64(
     payload: str | bytes | memoryview, *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
 ) -> ImageHeader:
-    """Header of a base64 image; only the decoded parts are checked for strict base64."""
-    return _probe(_Base64Source(payload, 0, len(payload)), max_image_pixels)
+    """Header of a base64 image; only the parts decoded are checked for strict base64."""
+    if isinstance(payload, str | bytes):
+        return _probe(_Base64Source(payload, 0), max_image_pixels)
+    with _byte_view(payload) as view:
+        return _probe(_Base64Source(view, 0), max_image_pixels)
 
 
 def probe_data_uri(
     uri: str | bytes | memoryview, *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
 ) -> ImageHeader:
     """Header of a ``data:[<media type>][;params];base64,<data>`` URL, without copying it."""
-    _, start = _data_uri_payload_start(uri)
-    return _probe(_Base64Source(uri, start, len(uri)), max_image_pixels)
+    if isinstance(uri, str | bytes):
+        return _probe(_Base64Source(uri, _data_uri_payload_start(uri)[1]), max_image_pixels)
+    with _byte_view(uri) as view:
+        return _probe(_Base64Source(view, _data_uri_payload_start(view)[1]), max_image_pixels)
 
 
 def probe_path(
@@ -130,16 +139,20 @@ def validate_base64(payload: str | bytes | memoryview) -> None:
     That is ``b64decode(payload, validate=True)``: only the base64 alphabet, a length that is a
     multiple of 4, and at most two ``=`` of padding at the very end. About 3 GB/s.
     """
-    if isinstance(payload, str) and not payload.isascii():
-        at = next(i for i, char in enumerate(payload) if not char.isascii())
-        raise _bad_char(at, payload[at])
-    view: str | memoryview = payload if isinstance(payload, str) else _byte_view(payload)
+    if isinstance(payload, str):
+        if not payload.isascii():
+            at = next(i for i, char in enumerate(payload) if not char.isascii())
+            raise _bad_char(at, payload[at])
+        _validate(payload)
+    else:
+        with _byte_view(payload) as view:
+            _validate(view)
+
+
+def _validate(view: str | memoryview) -> None:
     length = len(view)
     if length % 4:
-        raise NotBase64Error(
-            f"the base64 image data is {length} characters long, not a multiple of 4; "
-            "it is cut short or its padding is missing"
-        )
+        raise _short_base64()
     body_end = max(0, length - 2)
     for start in range(0, body_end, _VALIDATE_CHUNK):
         chunk = _ascii_bytes(view[start : min(start + _VALIDATE_CHUNK, body_end)])
@@ -153,6 +166,13 @@ def validate_base64(payload: str | bytes | memoryview) -> None:
         raise _bad_char(body_end + tail.find(stray[:1]), chr(stray[0]))
 
 
+def _short_base64() -> NotBase64Error:
+    return NotBase64Error(
+        "the base64 image data is not a multiple of 4 characters long: "
+        "it is cut short or its '=' padding is missing"
+    )
+
+
 def _bad_char(at: int, char: str) -> NotBase64Error:
     return NotBase64Error(
         f"the image data is not strict base64: character {at} is {char!r}; send standard "
@@ -161,6 +181,7 @@ def _bad_char(at: int, char: str) -> NotBase64Error:
 
 
 def _byte_view(data: bytes | memoryview) -> memoryview:
+    """A new one-dimensional byte view of ``data``, which the caller may release."""
     view = memoryview(data)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
@@ -176,15 +197,13 @@ def _data_uri_payload_start(uri: str | bytes | memoryview) -> tuple[str, int]:
         raise NotBase64Error("the image URL is not a data: URL")
     if isinstance(uri, str):
         comma = uri.find(",")
-        spec = uri[5:comma]
     else:
-        view = _byte_view(uri)
-        comma = bytes(view[:4096]).find(b",")
+        comma = bytes(uri[:4096]).find(b",")
         if comma < 0:
-            comma = bytes(view).find(b",")
-        spec = bytes(view[5:comma]).decode("latin-1")
+            comma = bytes(uri).find(b",")
     if comma < 0:
         raise NotBase64Error("the data URL has no ',' between its media type and its data")
+    spec = uri[5:comma] if isinstance(uri, str) else bytes(uri[5:comma]).decode("latin-1")
     media_type, semicolon, encoding = spec.rpartition(";")
     if not semicolon or encoding != "base64":
         raise NotBase64Error(
@@ -197,17 +216,19 @@ def _data_uri_payload_start(uri: str | bytes | memoryview) -> tuple[str, int]:
 
 
 class _BytesSource:
+    """Raw bytes; a read copies only the slice asked for."""
+
     __slots__ = ("_data", "size")
 
     def __init__(self, data: bytes | memoryview) -> None:
-        self._data = data if isinstance(data, bytes) else _byte_view(data)
-        self.size = len(self._data)
+        self._data = data
+        self.size = len(data)
 
     def read(self, offset: int, length: int) -> bytes:
         return bytes(self._data[offset : offset + length])
 
 
-_HEAD_CHARS = 4096  # the first decode: 3 KB, enough for most headers
+_HEAD_CHARS = 2048  # the first decode: 1.5 KB, a whole header for most files without EXIF
 _WINDOW_CHARS = 1368  # a read far from the start decodes at least about 1 KB around it
 
 
@@ -225,21 +246,23 @@ class _Base64Source:
         "size",
     )
 
-    def __init__(self, payload: str | bytes | memoryview, start: int, stop: int) -> None:
-        self._payload = payload if isinstance(payload, str | bytes) else _byte_view(payload)
+    def __init__(self, payload: str | bytes | memoryview, start: int) -> None:
+        self._payload = payload
         self._start = start
-        self._chars = (stop - start) // 4 * 4
-        self._short_tail = (stop - start) % 4 != 0
-        tail = self._payload[start + self._chars - 2 : start + self._chars] if self._chars else ""
-        padding = len(tail) - len(_ascii_bytes(tail).rstrip(b"=")) if tail else 0
-        self.size = self._chars // 4 * 3 - padding
+        self._chars = (len(payload) - start) // 4 * 4
+        self._short_tail = (len(payload) - start) % 4 != 0
+        if self._short_tail and not self._chars:
+            raise _short_base64()
+        end = start + self._chars
+        tail = _ascii_bytes(payload[end - 2 : end]) if self._chars else b""
+        self.size = self._chars // 4 * 3 - (len(tail) - len(tail.rstrip(b"=")))
         self._head = b""
         self._window = b""
         self._window_at = 0
 
     def read(self, offset: int, length: int) -> bytes:
         stop = min(offset + length, self.size)
-        if stop <= len(self._head):
+        if stop <= len(self._head) or offset >= stop:
             return self._head[offset:stop]
         if offset <= len(self._head):
             wanted = max(stop, 2 * len(self._head), _HEAD_CHARS // 4 * 3)
@@ -257,10 +280,7 @@ class _Base64Source:
         last = min(self._start + -(-byte_stop // 3) * 4, self._start + self._chars)
         at_end = last == self._start + self._chars
         if at_end and self._short_tail:
-            raise NotBase64Error(
-                "the base64 image data is not a multiple of 4 characters long; "
-                "it is cut short or its padding is missing"
-            )
+            raise _short_base64()
         try:
             decoded = binascii.a2b_base64(self._payload[first:last], strict_mode=True)
         except ValueError as exc:
@@ -297,6 +317,10 @@ class _FileSource:
         return self._head[offset:stop]
 
 
+_BYTEWISE_READ = 2  # Pillow walks JPEG and GIF headers in reads this small: serve them in chunks
+_STREAM_CHUNK_BYTES = 4096
+
+
 class _SourceStream(io.RawIOBase):
     """A read-only file over a ``ByteSource``, for Pillow; notes whether a read ran short."""
 
@@ -304,6 +328,8 @@ class _SourceStream(io.RawIOBase):
         super().__init__()
         self._source = source
         self._pos = 0
+        self._chunk = b""
+        self._chunk_at = 0
         self.hit_end = False
 
     def readable(self) -> bool:
@@ -323,7 +349,15 @@ class _SourceStream(io.RawIOBase):
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
             size = max(0, self._source.size - self._pos)
-        data = self._source.read(self._pos, size)
+        at = self._pos - self._chunk_at
+        if size > _BYTEWISE_READ:
+            data = self._source.read(self._pos, size)
+        elif at >= 0 and at + size <= len(self._chunk):
+            data = self._chunk[at : at + size]
+        else:
+            self._chunk_at = self._pos
+            self._chunk = self._source.read(self._pos, _STREAM_CHUNK_BYTES)
+            data = self._chunk[:size]
         self.hit_end |= len(data) < size
         self._pos += len(data)
         return data
@@ -336,16 +370,14 @@ def _probe(source: hp.ByteSource, max_image_pixels: int) -> ImageHeader:
     if source.size == 0:
         raise NotAnImageError("the image data is empty")
     kind = _sniff(source.read(0, 16), source.size)
-    stored = None
     parser = _PARSERS.get(kind)
     if kind == "ISOBMFF":
         kind, parser = _isobmff_kind(source)
-    if parser is not None:
-        try:
-            stored = parser(source)
-        except hp.UsePillow:
-            stored = None
-    if stored is None:
+    try:
+        if parser is None:
+            raise hp.UsePillow
+        stored = parser(source)
+    except (hp.UsePillow, struct.error, IndexError):  # Pillow decides anything a parser cannot
         stored = _heif_header(source) if kind == "HEIF" else _pillow_header(kind, source)
     return _oriented(stored, max_image_pixels)
 
@@ -474,7 +506,7 @@ def _heif_header(source: hp.ByteSource) -> hp.StoredHeader:
             if len(prefix) < source.size:
                 length *= 4
                 continue
-            raise _unreadable("HEIF", exc, truncated=False) from exc
+            raise _unreadable("HEIF", exc, truncated=not hp.boxes_fit(source)) from exc
 
 
 @functools.cache
@@ -500,8 +532,13 @@ def _stored(image: ImageFile.ImageFile) -> hp.StoredHeader:
     except Exception:  # vLLM suppresses any error of exif_transpose, and keeps the size
         orientation = 1
     width, height = image.size
-    if fmt == "TIFF" and orientation >= 5:
-        width, height = height, width  # Pillow's TIFF plugin reports the size already turned
+    if isinstance(image, TiffImagePlugin.TiffImageFile) and image.tag_v2.get(0x0112) in (
+        5,
+        6,
+        7,
+        8,
+    ):
+        width, height = height, width  # Pillow's TIFF plugin turns the size by the EXIF tag itself
     return hp.StoredHeader(fmt, width, height, frames, orientation)
 
 

@@ -99,13 +99,11 @@ class Lift:
 
     start: int
     end: int
-    value: str | None = None  # the decoded string, kept only when the bytes carry escapes
+    unescaped: bytes | None = None  # the string's UTF-8, kept only when the bytes hold escapes
     consumed: bool = False
 
     def text(self, body: bytes) -> str:
         """The string itself, validated as JSON string content."""
-        if self.value is not None:
-            return self.value
         try:
             return str(orjson.loads(body[self.start - 1 : self.end + 1]))
         except orjson.JSONDecodeError as exc:
@@ -309,7 +307,8 @@ class RefFinder:
             self._record(modality, ImageSource.URL, uuid=uuid, url=value)
             return
         span = None if lift is None else (lift.start, lift.end)
-        payload = value if lift is None else lift.value  # None: the body bytes are the string
+        # None: the payload is sliced from the body when asked, never copied
+        payload = lift.unescaped if lift else value.encode() if modality == "image" else None
         fields: dict[str, Any] = {
             "uuid": uuid,
             "uri_span": span,
@@ -331,21 +330,21 @@ class RefFinder:
         holder[key] = f"<{modality} {len(self.images if modality == 'image' else self.media)}>"
         if modality == "image":
             fields["bare_base64"] = bare
-            fields["payload_copy"] = None if payload is None else payload.encode()
+            fields["payload_copy"] = payload
         self._record(modality, ImageSource.DATA, **fields)
 
     def _data_uri(
-        self, text: str | None, lift: Lift | None
-    ) -> tuple[str, bool, str | None, tuple[int, int] | None]:
-        """The ``data:...`` spec, whether a comma ends it, the payload text unless it is sliced
-        from the body, and the payload span (raw bytes: they keep any JSON escapes)."""
+        self, text: bytes | None, lift: Lift | None
+    ) -> tuple[str, bool, bytes | None, tuple[int, int] | None]:
+        """The ``data:...`` spec, whether a comma ends it, the payload unless it is sliced from
+        the body, and the payload span (raw bytes: they keep any JSON escapes)."""
         comma = -1 if lift is None else self._body.find(b",", lift.start, lift.end)
         span = None if lift is None or comma < 0 else (comma + 1, lift.end)
         if text is not None or lift is None:
-            spec, sep, payload = (text or "").partition(",")
-            return spec, bool(sep), payload, span
-        spec = self._body[lift.start : comma].decode("utf-8", "replace") if comma >= 0 else ""
-        return spec, comma >= 0, None, span
+            spec, sep, payload = (text or b"").partition(b",")
+            return spec.decode("utf-8", "replace"), bool(sep), payload, span
+        spec = self._body[lift.start : comma] if comma >= 0 else b""
+        return spec.decode("utf-8", "replace"), comma >= 0, None, span
 
     def _record(self, modality: str, source: ImageSource, **fields: Any) -> None:
         if modality == "image":

@@ -1,0 +1,654 @@
+"""What the sidecar adds to a request: latency, throughput, CPU, and the cost of its parts.
+
+    .venv/bin/python bench/proxy.py [--quick] [--profile]
+
+Three paths to the same stand-in vLLM, measured in one run, all on 127.0.0.1, each server in
+its own process on uvloop (the sidecar logs JSON to /dev/null, as it would to a pipe):
+
+- ``direct``: the client talks to the stand-in;
+- ``bare``: through a minimal aiohttp pass-through proxy (below), the floor for any proxy;
+- ``sidecar``: through ``vlm-sidecar`` with its defaults and a 64 GiB in-flight KV budget.
+
+Requests are sent one at a time, round-robin over the paths so all three see the same machine
+load, and timed from send to last byte (to the first body byte for streams). Workloads and
+targets (``added`` is the sidecar's figure minus that of ``direct``, or of ``bare`` for (b)):
+
+(a) a text chat request: at most 0.5 ms added at p50;
+(b) a chat request carrying one 4032x3024 photo JPEG as a data URI (about 3 MB): at most 2 ms
+    beyond the bare proxy at p50;
+(c) time to first byte of a stream: at most 0.5 ms added at p50;
+(d) downscaling that JPEG to at most 1,003,520 px: at least 2x faster than a plain Pillow
+    decode, resize and encode (``bench/downscale.py``'s own measurement, imported);
+(e) metrics: the sidecar's CPU time per request with metrics recorded, against the same
+    sidecar with a no-op ``Metrics``: at most 5 % of its CPU per request.
+
+It also times the pieces of one request in this process (parse, probe, decide, headers, the
+request's metrics and log line) to show where the time goes. ``--profile`` adds a cProfile of
+the sidecar's handler on the image request. Prints markdown; exits 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import cProfile
+import gc
+import io
+import multiprocessing
+import os
+import pstats
+import sys
+import time
+import timeit
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import aiohttp
+import downscale as downscale_bench  # bench/downscale.py: this script's directory is on sys.path
+import orjson
+import uvloop
+from aiohttp import web
+from multidict import CIMultiDict
+from PIL import Image
+
+from sidecar.admission import decide
+from sidecar.app import make_state
+from sidecar.images.probe import probe_base64, validate_base64
+from sidecar.kv_budget import KvBudget
+from sidecar.log import configure_logging
+from sidecar.request_body import Route, parse_request_body
+from sidecar.request_record import RequestRecord
+from sidecar.server import running_sidecar
+from sidecar.settings import LogFormat, Settings
+from sidecar.standin import StandinConfig, run_standin
+from sidecar.upstream import forwardable_headers
+
+QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
+HOST = "127.0.0.1"
+CHAT = "/v1/chat/completions"
+TARGET_TEXT_ADDED_MS = 0.5
+TARGET_IMAGE_BEYOND_BARE_MS = 2.0
+TARGET_TTFB_ADDED_MS = 0.5
+TARGET_METRICS_SHARE = 0.05
+DEVNULL = open(os.devnull, "w")  # noqa: SIM115 - the log sink for the whole run
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+
+
+# --- the servers, each in its own process ------------------------------------------------------
+
+
+class NoopMetrics:
+    """Takes every call the sidecar makes on ``Metrics`` and records nothing."""
+
+    def __getattr__(self, name: str) -> NoopMetrics:
+        return self
+
+    def __call__(self, *args: object, **kwargs: object) -> NoopMetrics:
+        return self
+
+
+def make_bare_proxy(upstream_url: str) -> web.Application:
+    """The least a pass-through proxy does: read the body, forward it, stream the answer."""
+    app = web.Application(client_max_size=1 << 30)
+
+    async def session_ctx(app: web.Application) -> AsyncIterator[None]:
+        app["session"] = aiohttp.ClientSession(
+            auto_decompress=False,
+            connector=aiohttp.TCPConnector(limit=0),
+            skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
+        )
+        yield
+        await app["session"].close()
+
+    def headers(source: Any) -> CIMultiDict[str]:
+        return CIMultiDict((k, v) for k, v in source.items() if k.lower() not in HOP_BY_HOP)
+
+    async def relay(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        async with request.app["session"].request(
+            request.method,
+            upstream_url + request.path_qs,
+            data=body,
+            headers=headers(request.headers),
+        ) as upstream:
+            response = web.StreamResponse(status=upstream.status, headers=headers(upstream.headers))
+            await response.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+
+    app.cleanup_ctx.append(session_ctx)
+    app.router.add_route("*", "/{tail:.*}", relay)
+    return app
+
+
+def serve(kind: str, conn: Connection, upstream_url: str = "") -> None:
+    """Child process: start one server, report its port, answer CPU-time queries, stop."""
+    sys.stderr = DEVNULL
+    uvloop.run(_serve(kind, conn, upstream_url))
+
+
+async def _serve(kind: str, conn: Connection, upstream_url: str) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def control() -> None:
+        while True:
+            message = conn.recv()
+            if message == "cpu":
+                conn.send(time.process_time())
+            else:
+                loop.call_soon_threadsafe(stop.set)
+                return
+
+    async with contextlib.AsyncExitStack() as stack:
+        if kind == "upstream":
+            config = StandinConfig(served_model_name=QWEN, record_requests=False)
+            server = await stack.enter_async_context(run_standin(config, host=HOST))
+            port = server.port
+        elif kind == "bare":
+            runner = web.AppRunner(make_bare_proxy(upstream_url), access_log=None)
+            await runner.setup()
+            stack.push_async_callback(runner.cleanup)
+            await web.TCPSite(runner, HOST, 0).start()
+            port = int(runner.addresses[0][1])
+        else:
+            log_to_devnull()
+            settings = sidecar_settings(upstream_url)
+            sidecar = await stack.enter_async_context(running_sidecar(settings))
+            if kind == "sidecar-noop-metrics":
+                sidecar.state.metrics = NoopMetrics()  # type: ignore[assignment]
+            port = sidecar.port
+        conn.send(port)
+        watcher = loop.run_in_executor(None, control)
+        await stop.wait()
+        await watcher
+
+
+def log_to_devnull() -> None:
+    """The sidecar's JSON log lines, rendered as in production, written nowhere."""
+    real, sys.stderr = sys.stderr, DEVNULL
+    try:
+        configure_logging("info", LogFormat.JSON)
+    finally:
+        sys.stderr = real
+
+
+def sidecar_settings(upstream_url: str) -> Settings:
+    return Settings(
+        model=QWEN,
+        upstream_url=upstream_url,
+        listen_host=HOST,
+        port=0,
+        metrics_port=0,
+        kv_budget_bytes="64GiB",
+    )
+
+
+@dataclass
+class Server:
+    kind: str
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def cpu_seconds(self) -> float:
+        self.conn.send("cpu")
+        return float(self.conn.recv())
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.send("stop")
+        self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
+
+
+def start(kind: str, upstream_url: str = "") -> Server:
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
+    process = context.Process(target=serve, args=(kind, theirs, upstream_url), daemon=True)
+    process.start()
+    return Server(kind, process, ours)
+
+
+def wait_ready(*servers: Server) -> None:
+    for server in servers:
+        if not server.conn.poll(60):
+            raise RuntimeError(f"{server.kind} did not start")
+        server.port = int(server.conn.recv())
+
+
+# --- the workloads -----------------------------------------------------------------------------
+
+
+def photo_jpeg() -> bytes:
+    buffer = io.BytesIO()
+    downscale_bench.photo(4032, 3024).save(buffer, "JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def chat_body(*parts: dict[str, Any], **fields: Any) -> bytes:
+    content = [{"type": "text", "text": "What is in the image? Answer in one sentence."}, *parts]
+    return orjson.dumps(
+        {"model": QWEN, "messages": [{"role": "user", "content": content}], **fields}
+    )
+
+
+def image_part(jpeg: bytes) -> dict[str, Any]:
+    uri = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode()
+    return {"type": "image_url", "image_url": {"url": uri}}
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    body: bytes
+    first_byte: bool  # time to the first body byte instead of the last
+    iterations: int
+    throughput_requests: int
+    concurrency: int
+
+
+async def one(session: aiohttp.ClientSession, url: str, body: bytes, first_byte: bool) -> float:
+    started = time.perf_counter()
+    async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as r:
+        if first_byte:
+            await r.content.readany()
+            elapsed = time.perf_counter() - started
+            await r.read()
+            return elapsed
+        await r.read()
+        if r.status != 200:
+            raise RuntimeError(f"{url} answered {r.status}: {(await r.read())[:200]!r}")
+    return time.perf_counter() - started
+
+
+async def latencies(
+    session: aiohttp.ClientSession, paths: dict[str, str], work: Workload
+) -> dict[str, list[float]]:
+    """Seconds per request for each path, sent one at a time, round-robin."""
+    for url in paths.values():  # warm connections, caches and the allocator
+        for _ in range(max(5, work.iterations // 20)):
+            await one(session, url + CHAT, work.body, work.first_byte)
+    times: dict[str, list[float]] = {name: [] for name in paths}
+    gc.collect()
+    for _ in range(work.iterations):
+        for name, url in paths.items():
+            times[name].append(await one(session, url + CHAT, work.body, work.first_byte))
+    return times
+
+
+async def throughput(session: aiohttp.ClientSession, url: str, work: Workload) -> float:
+    """Requests per second with ``concurrency`` clients in flight."""
+    remaining = work.throughput_requests
+
+    async def client() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await one(session, url + CHAT, work.body, False)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(work.concurrency)))
+    return work.throughput_requests / (time.perf_counter() - started)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+# --- metrics cost ------------------------------------------------------------------------------
+
+
+async def cpu_per_request(
+    session: aiohttp.ClientSession, servers: list[Server], body: bytes, requests: int, rounds: int
+) -> dict[str, float]:
+    """Each server's CPU seconds per request, over alternating rounds of concurrent requests."""
+    spent = {server.kind: 0.0 for server in servers}
+    for _ in range(rounds):
+        for server in servers:
+            before = server.cpu_seconds()
+            work = Workload("cpu", body, False, 0, requests, 8)
+            await throughput(session, server.url, work)
+            spent[server.kind] += server.cpu_seconds() - before
+    return {kind: seconds / (requests * rounds) for kind, seconds in spent.items()}
+
+
+# --- the pieces, in this process ---------------------------------------------------------------
+
+
+def per_call_us(call: Callable[[], object], *, min_seconds: float = 0.2) -> float:
+    timer = timeit.Timer(call)
+    number, _ = timer.autorange()
+    number = max(number, int(number * min_seconds / 0.2))
+    return min(timer.repeat(repeat=5, number=number)) / number * 1e6
+
+
+async def per_call_async_us(call: Callable[[], Awaitable[object]], calls: int) -> float:
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        for _ in range(calls):
+            await call()
+        best = min(best, (time.perf_counter() - started) / calls)
+    return best * 1e6
+
+
+async def piece_costs(text_body: bytes, image_body: bytes) -> list[tuple[str, float]]:
+    """Microseconds per call of each stage of one request, in this process."""
+    state = make_state(sidecar_settings("http://127.0.0.1:9"))
+    rows: list[tuple[str, float]] = []
+    for label, body in (("text", text_body), ("image", image_body)):
+        parsed = parse_request_body(body, Route.CHAT)
+        prediction = await state.pricer.price(parsed, body)
+        rows.append(
+            (
+                f"parse_request_body ({label}, {len(body) / 1e6:.2f} MB)",
+                per_call_us(lambda body=body: parse_request_body(body, Route.CHAT)),
+            )
+        )
+        if parsed.images:
+            payload = parsed.images[0].payload(body)
+            rows.append(
+                (
+                    f"validate_base64 ({label})",
+                    per_call_us(lambda payload=payload: validate_base64(payload)),
+                )
+            )
+            rows.append(
+                (
+                    f"probe_base64 ({label})",
+                    per_call_us(lambda payload=payload: probe_base64(payload)),
+                )
+            )
+        rows.append(
+            (
+                f"Pricer.price: validate, probe, predict ({label})",
+                await per_call_async_us(
+                    lambda parsed=parsed, body=body: state.pricer.price(parsed, body), 200
+                ),
+            )
+        )
+        rows.append(
+            (
+                f"decide ({label})",
+                per_call_us(
+                    lambda prediction=prediction: decide(
+                        prediction, state.budgets, vision=state.profile.vision, kv=state.profile.kv
+                    )
+                ),
+            )
+        )
+    headers = CIMultiDict(
+        {
+            "Host": "x",
+            "Content-Type": "application/json",
+            "Accept": "*/*",
+            "Content-Length": "1234",
+            "User-Agent": "bench",
+        }
+    )
+    rows.append(
+        (
+            "forwardable_headers",
+            per_call_us(lambda: forwardable_headers(headers, {"x-request-id": "abc"})),
+        )
+    )
+    ledger = KvBudget(1 << 36)
+
+    async def reserve() -> None:
+        (await ledger.acquire(1 << 20, 30)).release()
+
+    rows.append(("KvBudget acquire + release", await per_call_async_us(reserve, 5_000)))
+    image_parsed = parse_request_body(image_body, Route.CHAT)
+    decision = decide(
+        await state.pricer.price(image_parsed, image_body),
+        state.budgets,
+        vision=state.profile.vision,
+        kv=state.profile.kv,
+    )
+    log_to_devnull()
+    for label, metrics in (("metrics", state.metrics), ("no-op Metrics", NoopMetrics())):
+
+        def finish(metrics: Any = metrics) -> None:
+            record = RequestRecord("id", "chat_completions")
+            record.apply(decision)
+            record.response_headers()
+            record.finish(metrics, state.logger)
+
+        rows.append((f"RequestRecord headers + finish, {label} (image)", per_call_us(finish)))
+    state.downscale_executor.shutdown()
+    return rows
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    name: str
+    measured: float
+    limit: float
+    unit: str
+    at_least: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.measured >= self.limit if self.at_least else self.measured <= self.limit
+
+
+def downscale_check(runs: int) -> tuple[Check, str]:
+    case = next(c for c in downscale_bench.cases() if c.gated)
+    downscale_bench.downscale_image(case.raw, case.size)
+    case.plain()
+    ours, theirs = downscale_bench.median_ms(
+        lambda: downscale_bench.downscale_image(case.raw, case.size), case.plain, runs
+    )
+    row = (
+        f"| {case.name}, {len(case.raw) / 1e6:.1f} MB -> {case.size[0]}x{case.size[1]} "
+        f"| {ours:.1f} ms | {theirs:.1f} ms | {theirs / ours:.2f}x |"
+    )
+    return Check(
+        "(d) downscale speed-up over plain Pillow",
+        theirs / ours,
+        downscale_bench.REQUIRED_SPEED_UP,
+        "x",
+        at_least=True,
+    ), row
+
+
+async def profile_sidecar(image_body: bytes, text_body: bytes, requests: int) -> str:
+    """cProfile of the sidecar in this process, serving the image and text requests."""
+    async with run_standin(StandinConfig(served_model_name=QWEN, record_requests=False)) as up:
+        settings = sidecar_settings(up.url)
+        log_to_devnull()
+        async with running_sidecar(settings) as sidecar, aiohttp.ClientSession() as session:
+            url = f"http://{HOST}:{sidecar.port}{CHAT}"
+            for body in (image_body, text_body):
+                await one(session, url, body, False)
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(requests):
+                await one(session, url, image_body, False)
+                await one(session, url, text_body, False)
+            profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
+    return out.getvalue()
+
+
+async def run(quick: bool, profile: bool) -> int:
+    scale = 0.25 if quick else 1.0
+    jpeg = photo_jpeg()
+    text = chat_body(max_tokens=64)
+    image = chat_body(image_part(jpeg), max_tokens=64)
+    stream = chat_body(max_tokens=1, stream=True)
+    workloads = [
+        Workload("(a) text chat", text, False, int(1500 * scale), int(3000 * scale), 16),
+        Workload(
+            f"(b) chat + 4032x3024 JPEG ({len(jpeg) / 1e6:.1f} MB)",
+            image,
+            False,
+            int(120 * scale),
+            int(120 * scale),
+            4,
+        ),
+        Workload(
+            "(c) stream, time to first byte", stream, True, int(1500 * scale), int(3000 * scale), 16
+        ),
+    ]
+
+    upstream = start("upstream")
+    wait_ready(upstream)
+    proxies = [
+        start("bare", upstream.url),
+        start("sidecar", upstream.url),
+        start("sidecar-noop-metrics", upstream.url),
+    ]
+    wait_ready(*proxies)
+    bare, sidecar, noop = proxies
+    paths = {"direct": upstream.url, "bare": bare.url, "sidecar": sidecar.url}
+    results: list[tuple[Workload, dict[str, list[float]], dict[str, float]]] = []
+    try:
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            for work in workloads:
+                times = await latencies(session, paths, work)
+                rates = {name: await throughput(session, url, work) for name, url in paths.items()}
+                results.append((work, times, rates))
+            small_image = chat_body(image_part(small_jpeg()), max_tokens=64)
+            cpu = {
+                label: await cpu_per_request(session, [sidecar, noop], body, int(1000 * scale), 3)
+                for label, body in (("text chat", text), ("chat + 640x480 JPEG", small_image))
+            }
+    finally:
+        for server in (*proxies, upstream):
+            server.stop()
+
+    checks: list[Check] = []
+    print(
+        f"Python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, uvloop, "
+        f"{os.cpu_count()} CPUs; one request at a time for latency\n"
+    )
+    print("| workload | path | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for work, times, rates in results:
+        base50 = percentile(times["direct"], 0.5) * 1e3
+        base99 = percentile(times["direct"], 0.99) * 1e3
+        for name, values in times.items():
+            p50, p99 = percentile(values, 0.5) * 1e3, percentile(values, 0.99) * 1e3
+            added = "" if name == "direct" else f"{p50 - base50:+.3f}"
+            added99 = "" if name == "direct" else f"{p99 - base99:+.3f}"
+            print(
+                f"| {work.name} | {name} | {p50:.3f} | {p99:.3f} | {added} | {added99} "
+                f"| {rates[name]:,.0f} |"
+            )
+        p50 = {name: percentile(values, 0.5) * 1e3 for name, values in times.items()}
+        if work.name.startswith("(a)"):
+            checks.append(
+                Check(
+                    "(a) text chat: added p50",
+                    p50["sidecar"] - p50["direct"],
+                    TARGET_TEXT_ADDED_MS,
+                    "ms",
+                )
+            )
+        elif work.name.startswith("(b)"):
+            checks.append(
+                Check(
+                    "(b) image chat: beyond the bare proxy, p50",
+                    p50["sidecar"] - p50["bare"],
+                    TARGET_IMAGE_BEYOND_BARE_MS,
+                    "ms",
+                )
+            )
+        else:
+            checks.append(
+                Check(
+                    "(c) stream: added time to first byte, p50",
+                    p50["sidecar"] - p50["direct"],
+                    TARGET_TTFB_ADDED_MS,
+                    "ms",
+                )
+            )
+
+    print("\n| sidecar CPU per request | with metrics | no-op Metrics | metrics share |")
+    print("|---|---:|---:|---:|")
+    for label, spent in cpu.items():
+        on, off = spent["sidecar"] * 1e6, spent["sidecar-noop-metrics"] * 1e6
+        share = (on - off) / on
+        print(f"| {label} | {on:.0f} µs | {off:.0f} µs | {share:+.1%} |")
+        checks.append(Check(f"(e) metrics share of CPU, {label}", share, TARGET_METRICS_SHARE, ""))
+
+    print("\n| downscale | downscale_image | plain Pillow | speed-up |")
+    print("|---|---:|---:|---:|")
+    check, row = downscale_check(5 if quick else 9)
+    print(row)
+    checks.append(check)
+
+    print("\n| piece of one request (in-process) | µs per call |")
+    print("|---|---:|")
+    for name, micros in await piece_costs(text, image):
+        print(f"| {name} | {micros:,.1f} |")
+
+    print("\n| target | measured | limit | |")
+    print("|---|---:|---:|---|")
+    for check in checks:
+        if check.unit == "":
+            measured, limit = f"{check.measured:.1%}", f"{check.limit:.0%}"
+        else:
+            measured, limit = f"{check.measured:.3f} {check.unit}", f"{check.limit:g} {check.unit}"
+        bound = ">=" if check.at_least else "<="
+        print(f"| {check.name} | {measured} | {bound} {limit} | {'ok' if check.ok else 'MISSED'} |")
+
+    if profile:
+        print("\n```\n" + await profile_sidecar(image, text, 40) + "```")
+    missed = [c.name for c in checks if not c.ok]
+    if missed:
+        print(f"\nMISSED: {'; '.join(missed)}", file=sys.stderr)
+    return 1 if missed else 0
+
+
+def small_jpeg() -> bytes:
+    buffer = io.BytesIO()
+    Image.linear_gradient("L").resize((640, 480)).convert("RGB").save(buffer, "JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a quarter of the requests")
+    parser.add_argument("--profile", action="store_true", help="cProfile the sidecar in-process")
+    arguments = parser.parse_args()
+    started = time.perf_counter()
+    code = uvloop.run(run(arguments.quick, arguments.profile))
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

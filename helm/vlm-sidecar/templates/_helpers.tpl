@@ -1,0 +1,191 @@
+{{/*
+Expand the name of the chart.
+*/}}
+{{- define "vlm-sidecar.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Create a default fully qualified app name.
+We truncate at 63 chars because some Kubernetes name fields are limited to this (by the DNS naming spec).
+If release name contains chart name it will be used as a full name.
+*/}}
+{{- define "vlm-sidecar.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Create chart name and version as used by the chart label.
+*/}}
+{{- define "vlm-sidecar.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Common labels
+*/}}
+{{- define "vlm-sidecar.labels" -}}
+helm.sh/chart: {{ include "vlm-sidecar.chart" . }}
+{{ include "vlm-sidecar.selectorLabels" . }}
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/*
+Selector labels
+*/}}
+{{- define "vlm-sidecar.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "vlm-sidecar.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+Create the name of the service account to use
+*/}}
+{{- define "vlm-sidecar.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "vlm-sidecar.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The sidecar image reference.
+*/}}
+{{- define "vlm-sidecar.sidecarImage" -}}
+{{- printf "%s:%s" .Values.sidecar.image.repository (.Values.sidecar.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+
+{{/*
+One value as an environment string: lists are comma-joined (SIDECAR_REMOTE_IMAGE_ALLOWED_DOMAINS),
+numbers go through toJson so that 1003520 never renders as 1.00352e+06.
+*/}}
+{{- define "vlm-sidecar.envValue" -}}
+{{- if kindIs "slice" . }}{{ join "," . }}
+{{- else if kindIs "string" . }}{{ . }}
+{{- else }}{{ toJson . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Every SIDECAR_* variable, as YAML mapping lines. `sidecar.config.<name>` becomes SIDECAR_<NAME>;
+the rest is derived from the values vLLM is given too, so engine and sidecar cannot disagree.
+*/}}
+{{- define "vlm-sidecar.sidecarEnv" -}}
+{{- $env := dict }}
+{{- range $name, $value := .Values.sidecar.config }}
+{{- if not (kindIs "invalid" $value) }}
+{{- $_ := set $env (printf "SIDECAR_%s" (upper $name)) (include "vlm-sidecar.envValue" $value) }}
+{{- end }}
+{{- end }}
+{{- $_ := set $env "SIDECAR_UPSTREAM_URL" (printf "http://127.0.0.1:%d" (int .Values.vllm.port)) }}
+{{- $_ := set $env "SIDECAR_PORT" (toString (int .Values.sidecar.port)) }}
+{{- $_ := set $env "SIDECAR_METRICS_PORT" (toString (int .Values.sidecar.metricsPort)) }}
+{{- $_ := set $env "SIDECAR_MODEL" .Values.model.path }}
+{{- $_ := set $env "SIDECAR_TENSOR_PARALLEL_SIZE" (toString (int .Values.vllm.tensorParallelSize)) }}
+{{- $_ := set $env "SIDECAR_KV_CACHE_DTYPE" .Values.vllm.kvCacheDtype }}
+{{- with .Values.vllm.blockSize }}
+{{- $_ := set $env "SIDECAR_BLOCK_SIZE" (toString (int .)) }}
+{{- end }}
+{{- with .Values.images.maxPixels }}
+{{- $_ := set $env "SIDECAR_MAX_PIXELS" (toString (int64 .)) }}
+{{- end }}
+{{- with .Values.images.minPixels }}
+{{- $_ := set $env "SIDECAR_MIN_PIXELS" (toString (int64 .)) }}
+{{- end }}
+{{- with .Values.images.maxPerRequest }}
+{{- $_ := set $env "SIDECAR_MAX_IMAGES_PER_REQUEST" (toString (int .)) }}
+{{- end }}
+{{- toYaml $env }}
+{{- end }}
+
+{{/*
+vLLM's flags. Those that change the sidecar's prediction come from the same values as the
+sidecar's variables (see vlm-sidecar.sidecarEnv).
+*/}}
+{{- define "vlm-sidecar.vllmArgs" -}}
+{{- $v := .Values.vllm }}
+{{- if not (hasPrefix (printf "%s/" (trimSuffix "/" .Values.model.mountPath)) .Values.model.path) }}
+{{- fail (printf "model.path %q must lie under model.mountPath %q" .Values.model.path .Values.model.mountPath) }}
+{{- end -}}
+- --model={{ .Values.model.path }}
+- --served-model-name={{ .Values.model.servedModelName }}
+- --host=127.0.0.1
+- --port={{ int $v.port }}
+- --tensor-parallel-size={{ int $v.tensorParallelSize }}
+- --kv-cache-dtype={{ $v.kvCacheDtype }}
+{{- with $v.blockSize }}
+- --block-size={{ int . }}
+{{- end }}
+{{- with $v.maxModelLen }}
+- --max-model-len={{ int . }}
+{{- end }}
+{{- with $v.gpuMemoryUtilization }}
+- --gpu-memory-utilization={{ . }}
+{{- end }}
+{{- $kwargs := deepCopy ($v.mmProcessorKwargs | default dict) }}
+{{- with .Values.images.maxPixels }}
+{{- $_ := set $kwargs "max_pixels" (int64 .) }}
+{{- end }}
+{{- with .Values.images.minPixels }}
+{{- $_ := set $kwargs "min_pixels" (int64 .) }}
+{{- end }}
+{{- if $kwargs }}
+- {{ printf "--mm-processor-kwargs=%s" (toJson $kwargs) | quote }}
+{{- end }}
+{{- $limits := deepCopy ($v.limitMmPerPrompt | default dict) }}
+{{- with .Values.images.maxPerRequest }}
+{{- $_ := set $limits "image" (int .) }}
+{{- end }}
+{{- if $limits }}
+- {{ printf "--limit-mm-per-prompt=%s" (toJson $limits) | quote }}
+{{- end }}
+{{- range $v.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+vLLM's /health from inside its own container (it binds loopback, so kubelet cannot reach it).
+*/}}
+{{- define "vlm-sidecar.vllmHealthCommand" -}}
+exec:
+  command:
+    - python3
+    - -c
+    - {{ printf "import urllib.request; urllib.request.urlopen('http://127.0.0.1:%d/health', timeout=4)" (int .Values.vllm.port) | quote }}
+{{- end }}
+
+{{/*
+The GPU count per pod.
+*/}}
+{{- define "vlm-sidecar.gpus" -}}
+{{- .Values.vllm.gpusPerPod | default .Values.vllm.tensorParallelSize | int }}
+{{- end }}
+
+{{/*
+True (non-empty) when the in-flight KV budget is on.
+*/}}
+{{- define "vlm-sidecar.kvBudgetOn" -}}
+{{- $budget := toString (.Values.sidecar.config.kv_budget_bytes | default 0) }}
+{{- if not (regexMatch "^\\s*0*(\\.0*)?\\s*[a-zA-Z]*\\s*$" $budget) }}true{{ end }}
+{{- end }}
+
+{{/*
+The Prometheus label selector for this release's sidecar series.
+*/}}
+{{- define "vlm-sidecar.promSelector" -}}
+{{- printf "namespace=%q,service=%q" .Release.Namespace (include "vlm-sidecar.fullname" .) }}
+{{- end }}

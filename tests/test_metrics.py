@@ -1,0 +1,287 @@
+"""The metrics contract: names, labels, buckets, zero series, what one request records,
+promtool's lint of the exposition, and README's metrics table against the registry."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import aiohttp
+import orjson
+import pytest
+from prometheus_client import CollectorRegistry
+
+from sidecar.admission import Reason
+from sidecar.budgets import Budgets
+from sidecar.metrics import (
+    IMAGE_FORMATS,
+    KV_BYTES_BUCKETS,
+    PIXEL_BUCKETS,
+    ROUTES,
+    TOKEN_BUCKETS,
+    VALID_OUTCOMES,
+    Metrics,
+    image_format_label,
+)
+from sidecar.server import RunningSidecar
+from sidecar.standin import StandinServer
+from tests.conftest import SidecarFactory
+from tests.imaging import chat_body, jpeg_uri
+from tests.prometheus_tools import promtool
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+BOUNDED_LABELS = {"model", "route", "decision", "reason", "format", "source", "kind"}
+INFO_LABELS = {"model", "family", "source", "vision_rule", "text_tokens", "mode"}
+CHAT = "chat_completions"
+
+
+def registry_of(sidecar: RunningSidecar) -> CollectorRegistry:
+    registry: CollectorRegistry = sidecar.state.extra["registry"]
+    return registry
+
+
+def exposed_families(registry: CollectorRegistry) -> dict[str, tuple[str, set[str]]]:
+    """Exposed family name -> (type, label names), as a scrape sees them."""
+    suffix = {"counter": "_total", "info": "_info"}
+    families = {}
+    for family in registry.collect():
+        labels = {name for sample in family.samples for name in sample.labels} - {"le"}
+        families[family.name + suffix.get(family.type, "")] = (family.type, labels)
+    return families
+
+
+def readme_metrics_table() -> dict[str, tuple[str, set[str]]]:
+    """README's metrics table: name -> (type, label names)."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("<!-- section: metrics -->", 1)[1].split("<!-- section:", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 4 and cells[0].startswith("`vlm_sidecar_"):
+            rows[cells[0].strip("`")] = (cells[1], set(re.findall(r"`([a-z_]+)`", cells[2])))
+    return rows
+
+
+async def post(
+    session: aiohttp.ClientSession, sidecar: RunningSidecar, body: dict[str, object], **headers: str
+) -> tuple[int, dict[str, str], bytes]:
+    url = f"http://127.0.0.1:{sidecar.port}/v1/chat/completions"
+    async with session.post(url, data=orjson.dumps(body), headers=headers) as response:
+        return response.status, dict(response.headers), await response.read()
+
+
+def sample(sidecar: RunningSidecar, name: str, **labels: str) -> float:
+    value = registry_of(sidecar).get_sample_value(
+        name, {"model": sidecar.state.metrics.model, **labels}
+    )
+    assert value is not None, f"{name}{labels} does not exist"
+    return value
+
+
+async def test_metrics_exposition_passes_promtool_check_metrics(
+    make_sidecar: SidecarFactory, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar(max_image_tokens=1000, over_budget_action="downscale")
+    await post(session, sidecar, chat_body(jpeg_uri(1920, 1080), max_tokens=8))
+    async with session.get(f"http://127.0.0.1:{sidecar.metrics_port}/metrics") as response:
+        exposition = await response.read()
+    assert b"vlm_sidecar_requests_total" in exposition
+    await promtool("check", "metrics", stdin=exposition)
+
+
+async def test_metrics_families_are_prefixed_and_labels_bounded(
+    make_sidecar: SidecarFactory,
+) -> None:
+    families = exposed_families(registry_of(await make_sidecar()))
+    assert families
+    for name, (kind, labels) in families.items():
+        assert name.startswith("vlm_sidecar_"), name
+        allowed = INFO_LABELS if kind == "info" else BOUNDED_LABELS
+        assert labels <= allowed, (name, labels - allowed)
+        assert "model" in labels, name
+
+
+async def test_metrics_every_route_outcome_exists_at_zero_before_any_request(
+    make_sidecar: SidecarFactory,
+) -> None:
+    sidecar = await make_sidecar()
+    for route in ROUTES:
+        for decision, reason in VALID_OUTCOMES:
+            labels = {"route": route, "decision": decision, "reason": reason.value}
+            assert sample(sidecar, "vlm_sidecar_requests_total", **labels) == 0
+        assert sample(sidecar, "vlm_sidecar_request_visual_tokens_count", route=route) == 0
+    for kind in ("connect", "timeout", "reset", "status_5xx"):
+        assert sample(sidecar, "vlm_sidecar_upstream_errors_total", kind=kind) == 0
+    assert sample(sidecar, "vlm_sidecar_images_total", format="jpeg", source="data") == 0
+
+
+@pytest.mark.parametrize(
+    ("buckets", "first", "last", "ratio"),
+    [
+        (TOKEN_BUCKETS, 16, 131_072, 2),
+        (KV_BYTES_BUCKETS, 2**20, 256 * 2**30, 2),
+        (PIXEL_BUCKETS, 10_000, 50_000_000, None),
+    ],
+    ids=["tokens-16-to-128k", "kv-1mib-to-256gib", "pixels-0.01-to-50mp"],
+)
+def test_metrics_buckets_span_the_documented_range(
+    buckets: tuple[float, ...], first: float, last: float, ratio: float | None
+) -> None:
+    assert buckets[0] == first
+    assert buckets[-1] == last
+    assert list(buckets) == sorted(set(buckets))
+    if ratio is not None:
+        assert all(b / a == ratio for a, b in itertools.pairwise(buckets))
+
+
+def test_metrics_budgets_are_read_at_scrape_time_and_zero_when_unlimited() -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, model="m")
+    budgets = Budgets(max_image_tokens=4096, kv_budget_bytes=2**30)
+    metrics.watch_budgets(lambda: budgets, queue_timeout_seconds=30, max_queue_depth=8)
+
+    def value(name: str) -> float | None:
+        return registry.get_sample_value(name, {"model": "m"})
+
+    assert value("vlm_sidecar_budget_max_image_tokens") == 4096
+    assert value("vlm_sidecar_budget_max_image_pixels") == 0
+    assert value("vlm_sidecar_kv_budget_bytes") == 2**30
+    assert value("vlm_sidecar_queue_timeout_seconds") == 30
+    assert value("vlm_sidecar_queue_max_depth") == 8
+    budgets = replace(budgets, kv_budget_bytes=3 * 2**30, max_request_prompt_tokens=32_768)
+    assert value("vlm_sidecar_kv_budget_bytes") == 3 * 2**30
+    assert value("vlm_sidecar_budget_max_request_prompt_tokens") == 32_768
+
+
+def test_metrics_create_the_series_of_an_unlisted_outcome_on_first_use() -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, model="m")
+    labels = {"model": "m", "route": "custom", "decision": "wait", "reason": "queue_full"}
+    assert registry.get_sample_value("vlm_sidecar_requests_total", labels) is None
+    series = metrics.for_route("custom")
+    series.request("wait", Reason.QUEUE_FULL).inc()
+    assert metrics.for_route("custom") is series
+    assert registry.get_sample_value("vlm_sidecar_requests_total", labels) == 1
+    metrics.image_counter("jpeg", "elsewhere").inc()
+    metrics.upstream_error_counter("dns").inc()
+    errors = {"model": "m", "kind": "dns"}
+    assert registry.get_sample_value("vlm_sidecar_upstream_errors_total", errors) == 1
+
+
+@pytest.mark.parametrize(
+    ("pillow_format", "label"),
+    [("JPEG", "jpeg"), ("MPO", "jpeg"), ("PNG", "png"), ("ICNS", "other"), (None, "unknown")],
+    ids=["jpeg", "mpo-is-jpeg", "png", "unlisted-is-other", "none-is-unknown"],
+)
+def test_metrics_image_format_label_is_one_of_a_closed_set(
+    pillow_format: str | None, label: str
+) -> None:
+    assert image_format_label(pillow_format) == label
+    assert label in IMAGE_FORMATS
+
+
+async def test_metrics_record_one_admitted_request_with_its_usage(
+    make_sidecar: SidecarFactory, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar()
+    status, headers, raw = await post(
+        session, sidecar, chat_body(jpeg_uri(1920, 1080), max_tokens=8)
+    )
+    assert status == 200, raw
+    usage = orjson.loads(raw)["usage"]["prompt_tokens"]
+    predicted = int(headers["x-vlm-sidecar-prompt-tokens"])
+    route = {"route": CHAT}
+    outcome = {**route, "decision": "admit", "reason": "within_budget"}
+    assert sample(sidecar, "vlm_sidecar_requests_total", **outcome) == 1
+    visual = int(headers["x-vlm-sidecar-visual-tokens"])
+    assert sample(sidecar, "vlm_sidecar_request_visual_tokens_sum", **route) == visual
+    kv_bytes = int(headers["x-vlm-sidecar-kv-bytes"])
+    assert sample(sidecar, "vlm_sidecar_request_kv_bytes_sum", **route) == kv_bytes
+    assert sample(sidecar, "vlm_sidecar_request_images_sum", **route) == 1
+    assert sample(sidecar, "vlm_sidecar_image_pixels_sum") == 1920 * 1080
+    assert sample(sidecar, "vlm_sidecar_images_total", format="jpeg", source="data") == 1
+    assert sample(sidecar, "vlm_sidecar_observed_prompt_tokens_sum", **route) == usage
+    assert sample(sidecar, "vlm_sidecar_usage_predicted_prompt_tokens_total", **route) == predicted
+    error = usage - predicted
+    below = sample(sidecar, "vlm_sidecar_prompt_tokens_prediction_error_bucket", le="-1.0", **route)
+    assert below == (1 if error <= -1 else 0)
+    assert sample(sidecar, "vlm_sidecar_overhead_seconds_count", **route) == 1
+    assert sample(sidecar, "vlm_sidecar_upstream_first_byte_seconds_count", **route) == 1
+    assert sample(sidecar, "vlm_sidecar_request_duration_seconds_count", **route) == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind", "decision", "reason"),
+    [
+        ("status=500", "status_5xx", "admit", "within_budget"),
+        ("close", "connect", "reject", "upstream_error"),
+    ],
+    ids=["5xx-answer", "closed-before-answering"],
+)
+async def test_metrics_count_upstream_errors_by_kind(
+    make_sidecar: SidecarFactory,
+    session: aiohttp.ClientSession,
+    fault: str,
+    kind: str,
+    decision: str,
+    reason: str,
+) -> None:
+    sidecar = await make_sidecar()
+    await post(
+        session, sidecar, chat_body(jpeg_uri(64, 64), max_tokens=8), **{"x-standin-fault": fault}
+    )
+    assert sample(sidecar, "vlm_sidecar_upstream_errors_total", kind=kind) == 1
+    outcome = {"route": CHAT, "decision": decision, "reason": reason}
+    assert sample(sidecar, "vlm_sidecar_requests_total", **outcome) == 1
+
+
+async def test_metrics_compare_usage_with_the_original_request_in_shadow_mode(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar(
+        mode="shadow", max_image_tokens=1000, over_budget_action="downscale"
+    )
+    body = chat_body(jpeg_uri(1920, 1080), max_tokens=8)
+    status, headers, raw = await post(session, sidecar, body)
+    assert status == 200, raw
+    assert orjson.loads(standin.requests[-1].body) == body  # shadow forwards the original
+    route = {"route": CHAT}
+    original = sample(sidecar, "vlm_sidecar_request_prompt_tokens_sum", **route)
+    assert sample(sidecar, "vlm_sidecar_usage_predicted_prompt_tokens_total", **route) == original
+    assert original > int(headers["x-vlm-sidecar-prompt-tokens"])  # the plan it did not apply
+
+
+async def test_metrics_observe_the_wait_of_a_request_that_timed_out(
+    make_sidecar: SidecarFactory, session: aiohttp.ClientSession
+) -> None:
+    body = chat_body(jpeg_uri(64, 64), max_tokens=8)
+    probe = await make_sidecar()
+    _, headers, _ = await post(session, probe, body)
+    one_request = int(headers["x-vlm-sidecar-kv-bytes"])
+    sidecar = await make_sidecar(kv_budget_bytes=one_request * 3 // 2, queue_timeout_seconds=1)
+    slow = asyncio.create_task(post(session, sidecar, body, **{"x-standin-fault": "delay=1.5"}))
+    for _ in range(200):
+        if sidecar.state.ledger.inflight_requests:
+            break
+        await asyncio.sleep(0.01)
+    status, _, _ = await post(session, sidecar, body)
+    assert status == 429
+    assert (await slow)[0] == 200
+    outcome = {"route": CHAT, "decision": "reject", "reason": "queue_timeout"}
+    assert sample(sidecar, "vlm_sidecar_requests_total", **outcome) == 1
+    assert sample(sidecar, "vlm_sidecar_queue_wait_seconds_count") == 1
+    assert sample(sidecar, "vlm_sidecar_queue_wait_seconds_sum") >= 1.0
+
+
+async def test_metrics_readme_table_lists_exactly_the_registry(
+    make_sidecar: SidecarFactory,
+) -> None:
+    registry = exposed_families(registry_of(await make_sidecar()))
+    documented = readme_metrics_table()
+    assert sorted(set(registry) - set(documented)) == [], "metrics missing from README's table"
+    assert sorted(set(documented) - set(registry)) == [], "README lists metrics the code lacks"
+    for name, (kind, labels) in registry.items():
+        assert documented[name] == (kind, labels), name

@@ -1,6 +1,6 @@
 """What the sidecar adds to a request: latency, throughput, CPU, and the cost of its parts.
 
-    .venv/bin/python bench/proxy.py [--quick] [--profile]
+    .venv/bin/python bench/proxy.py [--quick] [--profile] [--tune-malloc]
 
 Three paths to the same stand-in vLLM, measured in one run, all on 127.0.0.1, each server in
 its own process on uvloop (the sidecar logs JSON to /dev/null, as it would to a pipe):
@@ -23,8 +23,13 @@ targets (``added`` is the sidecar's figure minus that of ``direct``, or of ``bar
     sidecar with a no-op ``Metrics``: at most 5 % of its CPU per request.
 
 It also times the pieces of one request in this process (parse, probe, decide, headers, the
-request's metrics and log line) to show where the time goes. ``--profile`` adds a cProfile of
-the sidecar's handler on the image request. Prints markdown; exits 1 when a target is missed.
+request's metrics and log line) to show where the time goes, and each proxy's CPU time per
+request. ``--profile`` adds a cProfile of the sidecar serving both requests in-process.
+
+Large bodies cost page faults: with glibc's defaults each 4 MB request maps and touches fresh
+memory (about 2,000 faults per request in each proxy, several ms in a VM). ``--tune-malloc``
+runs the servers with ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_`` raised, as a
+deployment can, to show the proxies' own work. Prints markdown; exits 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import io
 import multiprocessing
 import os
 import pstats
+import statistics
 import sys
 import time
 import timeit
@@ -50,6 +56,7 @@ from typing import Any
 import aiohttp
 import downscale as downscale_bench  # bench/downscale.py: this script's directory is on sys.path
 import orjson
+import structlog
 import uvloop
 from aiohttp import web
 from multidict import CIMultiDict
@@ -57,15 +64,18 @@ from PIL import Image
 
 from sidecar.admission import decide
 from sidecar.app import make_state
+from sidecar.images.base64_scan import Base64Scan
 from sidecar.images.probe import probe_base64, validate_base64
 from sidecar.kv_budget import KvBudget
-from sidecar.log import configure_logging
+from sidecar.log import configure_logging, get_logger
 from sidecar.request_body import Route, parse_request_body
 from sidecar.request_record import RequestRecord
 from sidecar.server import running_sidecar
 from sidecar.settings import LogFormat, Settings
 from sidecar.standin import StandinConfig, run_standin
-from sidecar.upstream import forwardable_headers
+from sidecar.state import SidecarState
+from sidecar.upstream import RelayResult, forwardable_headers
+from sidecar.usage import Usage
 
 QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
 HOST = "127.0.0.1"
@@ -98,6 +108,7 @@ class NoopMetrics:
     """Takes every call the sidecar makes on ``Metrics`` and records nothing."""
 
     def __getattr__(self, name: str) -> NoopMetrics:
+        setattr(self, name, self)  # later lookups are plain attribute hits
         return self
 
     def __call__(self, *args: object, **kwargs: object) -> NoopMetrics:
@@ -183,13 +194,25 @@ async def _serve(kind: str, conn: Connection, upstream_url: str) -> None:
         await watcher
 
 
-def log_to_devnull() -> None:
-    """The sidecar's JSON log lines, rendered as in production, written nowhere."""
+def log_to_devnull(serializer: Callable[..., Any] | None = orjson.dumps) -> None:
+    """The sidecar's JSON log lines, rendered as in production, written nowhere.
+
+    ``serializer=None`` renders them as the sidecar did before (structlog's default, the
+    standard library's ``json.dumps``), for the before/after figure.
+    """
     real, sys.stderr = sys.stderr, DEVNULL
     try:
         configure_logging("info", LogFormat.JSON)
     finally:
         sys.stderr = real
+    if serializer is None:
+        structlog.configure(
+            processors=[
+                *structlog.get_config()["processors"][:-1],
+                structlog.processors.JSONRenderer(),
+            ],
+            logger_factory=structlog.PrintLoggerFactory(file=DEVNULL),
+        )
 
 
 def sidecar_settings(upstream_url: str) -> Settings:
@@ -287,18 +310,25 @@ async def one(session: aiohttp.ClientSession, url: str, body: bytes, first_byte:
 
 
 async def latencies(
-    session: aiohttp.ClientSession, paths: dict[str, str], work: Workload
-) -> dict[str, list[float]]:
-    """Seconds per request for each path, sent one at a time, round-robin."""
-    for url in paths.values():  # warm connections, caches and the allocator
+    session: aiohttp.ClientSession, paths: dict[str, Server], work: Workload
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Seconds per request for each path, sent one at a time, round-robin; and each proxy's
+    CPU seconds per request over the same requests (the upstream serves all three paths)."""
+    for server in paths.values():  # warm connections, caches and the allocator
         for _ in range(max(5, work.iterations // 20)):
-            await one(session, url + CHAT, work.body, work.first_byte)
+            await one(session, server.url + CHAT, work.body, work.first_byte)
     times: dict[str, list[float]] = {name: [] for name in paths}
+    proxies = {name: server for name, server in paths.items() if name != "direct"}
     gc.collect()
+    cpu = {name: server.cpu_seconds() for name, server in proxies.items()}
     for _ in range(work.iterations):
-        for name, url in paths.items():
-            times[name].append(await one(session, url + CHAT, work.body, work.first_byte))
-    return times
+        for name, server in paths.items():
+            times[name].append(await one(session, server.url + CHAT, work.body, work.first_byte))
+    cpu = {
+        name: (server.cpu_seconds() - cpu[name]) / work.iterations
+        for name, server in proxies.items()
+    }
+    return times, cpu
 
 
 async def throughput(session: aiohttp.ClientSession, url: str, work: Workload) -> float:
@@ -324,18 +354,26 @@ def percentile(values: list[float], q: float) -> float:
 # --- metrics cost ------------------------------------------------------------------------------
 
 
-async def cpu_per_request(
-    session: aiohttp.ClientSession, servers: list[Server], body: bytes, requests: int, rounds: int
-) -> dict[str, float]:
-    """Each server's CPU seconds per request, over alternating rounds of concurrent requests."""
-    spent = {server.kind: 0.0 for server in servers}
+async def metrics_cpu_share(
+    session: aiohttp.ClientSession, on: Server, off: Server, body: bytes, requests: int, rounds: int
+) -> tuple[float, float, float]:
+    """CPU seconds per request with metrics and with no-op Metrics, and the metrics' share.
+
+    The two sidecars take turns, one burst of concurrent requests each; the share is the
+    median over rounds of (on - off) / on, so that a change in machine load between rounds
+    moves both figures of a round together.
+    """
+    work = Workload("cpu", body, False, 0, requests, 8)
+    pairs: list[tuple[float, float]] = []
     for _ in range(rounds):
-        for server in servers:
+        spent = []
+        for server in (on, off):
             before = server.cpu_seconds()
-            work = Workload("cpu", body, False, 0, requests, 8)
             await throughput(session, server.url, work)
-            spent[server.kind] += server.cpu_seconds() - before
-    return {kind: seconds / (requests * rounds) for kind, seconds in spent.items()}
+            spent.append((server.cpu_seconds() - before) / requests)
+        pairs.append((spent[0], spent[1]))
+    share = statistics.median((a - b) / a for a, b in pairs)
+    return statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs), share
 
 
 # --- the pieces, in this process ---------------------------------------------------------------
@@ -358,51 +396,66 @@ async def per_call_async_us(call: Callable[[], Awaitable[object]], calls: int) -
     return best * 1e6
 
 
+def scanned(body: bytes, read_bytes: int = 1 << 16) -> Base64Scan:
+    """The scan that reading ``body`` in ``read_bytes`` pieces leaves behind."""
+    scan = Base64Scan()
+    for start in range(0, len(body), read_bytes):
+        scan.feed(body[start : start + read_bytes])
+    return scan
+
+
+async def body_pieces(state: SidecarState, label: str, body: bytes) -> list[tuple[str, float]]:
+    """Parse, scan, validate, probe, price and decide one body."""
+    parsed = parse_request_body(body, Route.CHAT)
+    scan = scanned(body)
+    prediction = await state.pricer.price(parsed, body, scan)
+    size = f"{len(body) / 1e6:.2f} MB" if len(body) > 1e5 else f"{len(body)} B"
+    rows = [
+        (
+            f"parse_request_body ({label}, {size})",
+            per_call_us(lambda: parse_request_body(body, Route.CHAT)),
+        ),
+        (
+            f"Base64Scan.feed, 64 KiB reads ({label}; overlaps the read)",
+            per_call_us(lambda: scanned(body)),
+        ),
+    ]
+    if parsed.images:
+        payload = parsed.images[0].payload(body)
+        rows += [
+            (
+                f"validate_base64, whole payload ({label}; before Base64Scan)",
+                per_call_us(lambda: validate_base64(payload)),
+            ),
+            (f"probe_base64 ({label})", per_call_us(lambda: probe_base64(payload))),
+            (
+                f"Pricer.price without a scan ({label}; before)",
+                await per_call_async_us(lambda: state.pricer.price(parsed, body), 100),
+            ),
+        ]
+    rows += [
+        (
+            f"Pricer.price after the scan ({label})",
+            await per_call_async_us(lambda: state.pricer.price(parsed, body, scan), 100),
+        ),
+        (
+            f"decide ({label})",
+            per_call_us(
+                lambda: decide(
+                    prediction, state.budgets, vision=state.profile.vision, kv=state.profile.kv
+                )
+            ),
+        ),
+    ]
+    return rows
+
+
 async def piece_costs(text_body: bytes, image_body: bytes) -> list[tuple[str, float]]:
     """Microseconds per call of each stage of one request, in this process."""
     state = make_state(sidecar_settings("http://127.0.0.1:9"))
     rows: list[tuple[str, float]] = []
     for label, body in (("text", text_body), ("image", image_body)):
-        parsed = parse_request_body(body, Route.CHAT)
-        prediction = await state.pricer.price(parsed, body)
-        rows.append(
-            (
-                f"parse_request_body ({label}, {len(body) / 1e6:.2f} MB)",
-                per_call_us(lambda body=body: parse_request_body(body, Route.CHAT)),
-            )
-        )
-        if parsed.images:
-            payload = parsed.images[0].payload(body)
-            rows.append(
-                (
-                    f"validate_base64 ({label})",
-                    per_call_us(lambda payload=payload: validate_base64(payload)),
-                )
-            )
-            rows.append(
-                (
-                    f"probe_base64 ({label})",
-                    per_call_us(lambda payload=payload: probe_base64(payload)),
-                )
-            )
-        rows.append(
-            (
-                f"Pricer.price: validate, probe, predict ({label})",
-                await per_call_async_us(
-                    lambda parsed=parsed, body=body: state.pricer.price(parsed, body), 200
-                ),
-            )
-        )
-        rows.append(
-            (
-                f"decide ({label})",
-                per_call_us(
-                    lambda prediction=prediction: decide(
-                        prediction, state.budgets, vision=state.profile.vision, kv=state.profile.kv
-                    )
-                ),
-            )
-        )
+        rows += await body_pieces(state, label, body)
     headers = CIMultiDict(
         {
             "Host": "x",
@@ -431,16 +484,27 @@ async def piece_costs(text_body: bytes, image_body: bytes) -> list[tuple[str, fl
         vision=state.profile.vision,
         kv=state.profile.kv,
     )
+    relay = RelayResult(status=200, first_byte_seconds=0.01, completed=True)
+    usage = Usage(prompt_tokens=15_600, completion_tokens=64, image_tokens=None)
+
+    def finish(metrics: Any, logger: Any) -> None:
+        record = RequestRecord("0123456789abcdef0123456789abcdef", "chat_completions")
+        record.apply(decision)
+        record.response_headers()
+        record.relay, record.usage, record.upstream_sent_at = relay, usage, time.perf_counter()
+        record.finish(metrics, logger)
+
+    for renderer, label in ((None, "stdlib json log line; before"), (orjson.dumps, "orjson")):
+        log_to_devnull(renderer)
+        logger = get_logger()  # bound to the configuration just made
+        for name, metrics in (("metrics", state.metrics), ("no-op Metrics", NoopMetrics())):
+            rows.append(
+                (
+                    f"RequestRecord headers + finish: {name}, {label} (image)",
+                    per_call_us(lambda m=metrics, lg=logger: finish(m, lg)),
+                )
+            )
     log_to_devnull()
-    for label, metrics in (("metrics", state.metrics), ("no-op Metrics", NoopMetrics())):
-
-        def finish(metrics: Any = metrics) -> None:
-            record = RequestRecord("id", "chat_completions")
-            record.apply(decision)
-            record.response_headers()
-            record.finish(metrics, state.logger)
-
-        rows.append((f"RequestRecord headers + finish, {label} (image)", per_call_us(finish)))
     state.downscale_executor.shutdown()
     return rows
 
@@ -531,18 +595,18 @@ async def run(quick: bool, profile: bool) -> int:
     ]
     wait_ready(*proxies)
     bare, sidecar, noop = proxies
-    paths = {"direct": upstream.url, "bare": bare.url, "sidecar": sidecar.url}
-    results: list[tuple[Workload, dict[str, list[float]], dict[str, float]]] = []
+    paths = {"direct": upstream, "bare": bare, "sidecar": sidecar}
+    results: list[tuple[Workload, dict[str, list[float]], dict[str, float], dict[str, float]]] = []
     try:
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector) as session:
             for work in workloads:
-                times = await latencies(session, paths, work)
-                rates = {name: await throughput(session, url, work) for name, url in paths.items()}
-                results.append((work, times, rates))
+                times, cpu_seconds = await latencies(session, paths, work)
+                rates = {name: await throughput(session, s.url, work) for name, s in paths.items()}
+                results.append((work, times, rates, cpu_seconds))
             small_image = chat_body(image_part(small_jpeg()), max_tokens=64)
             cpu = {
-                label: await cpu_per_request(session, [sidecar, noop], body, int(1000 * scale), 3)
+                label: await metrics_cpu_share(session, sidecar, noop, body, int(400 * scale), 9)
                 for label, body in (("text chat", text), ("chat + 640x480 JPEG", small_image))
             }
     finally:
@@ -552,11 +616,16 @@ async def run(quick: bool, profile: bool) -> int:
     checks: list[Check] = []
     print(
         f"Python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, uvloop, "
-        f"{os.cpu_count()} CPUs; one request at a time for latency\n"
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
+        f"glibc malloc {'tuned' if 'MALLOC_TRIM_THRESHOLD_' in os.environ else 'default'}; "
+        "one request at a time for latency\n"
     )
-    print("| workload | path | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for work, times, rates in results:
+    print(
+        "| workload | path | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s "
+        "| proxy CPU µs/req |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for work, times, rates, cpu_seconds in results:
         base50 = percentile(times["direct"], 0.5) * 1e3
         base99 = percentile(times["direct"], 0.99) * 1e3
         for name, values in times.items():
@@ -565,7 +634,7 @@ async def run(quick: bool, profile: bool) -> int:
             added99 = "" if name == "direct" else f"{p99 - base99:+.3f}"
             print(
                 f"| {work.name} | {name} | {p50:.3f} | {p99:.3f} | {added} | {added99} "
-                f"| {rates[name]:,.0f} |"
+                f"| {rates[name]:,.0f} | {cpu_seconds.get(name, 0) * 1e6:,.0f} |"
             )
         p50 = {name: percentile(values, 0.5) * 1e3 for name, values in times.items()}
         if work.name.startswith("(a)"):
@@ -598,10 +667,8 @@ async def run(quick: bool, profile: bool) -> int:
 
     print("\n| sidecar CPU per request | with metrics | no-op Metrics | metrics share |")
     print("|---|---:|---:|---:|")
-    for label, spent in cpu.items():
-        on, off = spent["sidecar"] * 1e6, spent["sidecar-noop-metrics"] * 1e6
-        share = (on - off) / on
-        print(f"| {label} | {on:.0f} µs | {off:.0f} µs | {share:+.1%} |")
+    for label, (on, off, share) in cpu.items():
+        print(f"| {label} | {on * 1e6:.0f} µs | {off * 1e6:.0f} µs | {share:+.1%} |")
         checks.append(Check(f"(e) metrics share of CPU, {label}", share, TARGET_METRICS_SHARE, ""))
 
     print("\n| downscale | downscale_image | plain Pillow | speed-up |")
@@ -643,7 +710,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a quarter of the requests")
     parser.add_argument("--profile", action="store_true", help="cProfile the sidecar in-process")
+    parser.add_argument(
+        "--tune-malloc",
+        action="store_true",
+        help="run the servers with glibc keeping freed memory (no page faults per large body)",
+    )
     arguments = parser.parse_args()
+    if arguments.tune_malloc:  # inherited by the server processes, spawned after this
+        os.environ |= {
+            "MALLOC_MMAP_THRESHOLD_": str(64 << 20),
+            "MALLOC_TRIM_THRESHOLD_": str(256 << 20),
+        }
     started = time.perf_counter()
     code = uvloop.run(run(arguments.quick, arguments.profile))
     print(f"\n({time.perf_counter() - started:.0f} s)")

@@ -113,6 +113,7 @@ def find_violation(prediction: RequestPrediction, budgets: Budgets) -> tuple[Rea
         if limit is not None and value > limit:
             return reason, (
                 f"request costs {value:,} {noun}; SIDECAR_{reason.value.upper()} is {limit:,}"
+                f"{_costliest_video(prediction)}"
             )
     kv_limit = budgets.max_request_kv_bytes
     if kv_limit is not None and prediction.kv_bytes > kv_limit:
@@ -122,6 +123,16 @@ def find_violation(prediction: RequestPrediction, budgets: Budgets) -> tuple[Rea
             f"{format_bytes(kv_limit)}"
         )
     return None
+
+
+def _costliest_video(prediction: RequestPrediction) -> str:
+    """`` (video 1 of 1 (640x640, 16.0 s) costs 8,464 tokens)``, or nothing without videos."""
+    if not prediction.videos:
+        return ""
+    video = max(prediction.videos, key=lambda v: v.tokens.tokens)
+    name, tokens = video.describe(len(prediction.videos)), video.tokens.tokens
+    allowance = ", the per-video allowance" if video.allowance_reason else ""
+    return f" ({name} costs {tokens:,} tokens{allowance})"
 
 
 def decide(

@@ -27,6 +27,20 @@ _QWEN3_PREPROCESSOR: dict[str, Any] = {
     "temporal_patch_size": 2,
     "merge_size": 2,
 }
+# video_preprocessor_config.json of the Qwen3-VL checkpoints (Qwen2/2.5-VL ship none, so
+# transformers builds their video processor from preprocessor_config.json). Not read from
+# the Qwen repositories themselves: the same values appear in several independent public copies
+# (GGUF-to-HF converters, deployment guides quoting the file in full), medium-high confidence.
+_QWEN3_VIDEO_PREPROCESSOR: dict[str, Any] = {
+    "video_processor_type": "Qwen3VLVideoProcessor",
+    "size": {"shortest_edge": 4096, "longest_edge": 25165824},
+    "patch_size": 16,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "fps": 2,
+    "min_frames": 4,
+    "max_frames": 768,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +51,8 @@ class BuiltinModel:
     preprocessor: dict[str, Any]
     parameter_count: int | None = None
     notes: dict[str, Any] = field(default_factory=dict)
+    # None: the checkpoint has no video processor config of its own (see model_profiles).
+    video_preprocessor: dict[str, Any] | None = None
 
 
 def _qwen2(
@@ -214,16 +230,28 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
         _qwen2("qwen2_5_vl", 8192, 80, 64, 8, 128000), _QWEN2_PREPROCESSOR, 73_410_777_344
     ),
     "Qwen/Qwen3-VL-2B-Instruct": BuiltinModel(
-        _qwen3(2048, 28, 16, 8), _QWEN3_PREPROCESSOR, 2_127_532_032
+        _qwen3(2048, 28, 16, 8),
+        _QWEN3_PREPROCESSOR,
+        2_127_532_032,
+        video_preprocessor=_QWEN3_VIDEO_PREPROCESSOR,
     ),
     "Qwen/Qwen3-VL-4B-Instruct": BuiltinModel(
-        _qwen3(2560, 36, 32, 8), _QWEN3_PREPROCESSOR, 4_437_815_808
+        _qwen3(2560, 36, 32, 8),
+        _QWEN3_PREPROCESSOR,
+        4_437_815_808,
+        video_preprocessor=_QWEN3_VIDEO_PREPROCESSOR,
     ),
     "Qwen/Qwen3-VL-8B-Instruct": BuiltinModel(
-        _qwen3(4096, 36, 32, 8), _QWEN3_PREPROCESSOR, 8_767_123_696
+        _qwen3(4096, 36, 32, 8),
+        _QWEN3_PREPROCESSOR,
+        8_767_123_696,
+        video_preprocessor=_QWEN3_VIDEO_PREPROCESSOR,
     ),
     "Qwen/Qwen3-VL-32B-Instruct": BuiltinModel(
-        _qwen3(5120, 64, 64, 8), _QWEN3_PREPROCESSOR, 33_357_390_064
+        _qwen3(5120, 64, 64, 8),
+        _QWEN3_PREPROCESSOR,
+        33_357_390_064,
+        video_preprocessor=_QWEN3_VIDEO_PREPROCESSOR,
     ),
     # config.json: Synthetica-AI/gemma-3-4b-it ("Copy model google/gemma-3-4b-it"); public copies of
     # the 12B/27B text_config (12B: 3840/48/16/8, head_dim default 256; 27B: head_dim 128).

@@ -12,7 +12,7 @@ from http import HTTPStatus
 import orjson
 from aiohttp import web
 
-from sidecar.errors import OverloadedError, SidecarError
+from sidecar.errors import OverloadedError, RequestTimeoutError, SidecarError
 
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
@@ -74,7 +74,7 @@ def response_for_error(
     exc: SidecarError, *, anthropic: bool, headers: dict[str, str] | None = None
 ) -> web.Response:
     """The answer for a raised ``SidecarError``."""
-    return error_response(
+    response = error_response(
         exc.status,
         exc.message,
         param=exc.param,
@@ -83,3 +83,6 @@ def response_for_error(
         headers=headers,
         error_type=exc.error_type,
     )
+    if isinstance(exc, RequestTimeoutError):
+        response.force_close()  # the rest of a slow body may still be on its way
+    return response

@@ -11,7 +11,9 @@ The hierarchy::
     │   │   ├── EmptyImageError              the header claims a zero width or height
     │   │   ├── ImageTooLargeError           the header claims more pixels than allowed
     │   │   └── UnsupportedImageSizeError    the model's processor refuses the size
+    │   ├── VideoError                400  one video cannot be read, or its processor refuses it
     │   └── BudgetExceededError       400  a per-request budget is exceeded
+    ├── RequestTimeoutError           408  the body did not arrive in time
     ├── BodyTooLargeError             413
     ├── OverloadedError               429  the in-flight budget stayed full
     │   └── EngineSaturatedError      429  vLLM reported saturation throughout
@@ -85,8 +87,23 @@ class UnsupportedImageSizeError(ImageError):
     """The model's own processor refuses this size (for example Qwen's aspect-ratio limit)."""
 
 
+class VideoError(InvalidRequestError):
+    """One video cannot be read (not base64, not a container FFmpeg opens, no video stream)
+    or the model's processor refuses it (too few frames, aspect ratio)."""
+
+    def __init__(self, message: str, *, param: str | None = "video_url") -> None:
+        super().__init__(message, param=param)
+
+
 class BudgetExceededError(InvalidRequestError):
     """The predicted cost exceeds a per-request budget."""
+
+
+class RequestTimeoutError(SidecarError):
+    """The client did not send its whole body within SIDECAR_CLIENT_READ_TIMEOUT_SECONDS."""
+
+    status = HTTPStatus.REQUEST_TIMEOUT
+    error_type = HTTPStatus.REQUEST_TIMEOUT.phrase
 
 
 class BodyTooLargeError(SidecarError):

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 
+import orjson
 import structlog
 
 from sidecar.settings import LogFormat
@@ -19,10 +21,17 @@ def configure_logging(level: str = "info", log_format: LogFormat = LogFormat.AUT
     use_console = log_format is LogFormat.CONSOLE or (
         log_format is LogFormat.AUTO and sys.stderr.isatty()
     )
+    # JSON lines are rendered by orjson straight to bytes: about 10x cheaper per request line
+    # than the standard library's encoder behind structlog's default.
     renderer: structlog.typing.Processor = (
         structlog.dev.ConsoleRenderer(colors=False)
         if use_console
-        else structlog.processors.JSONRenderer()
+        else structlog.processors.JSONRenderer(serializer=orjson.dumps)
+    )
+    factory: Callable[..., structlog.typing.WrappedLogger] = (
+        structlog.PrintLoggerFactory(file=sys.stderr)
+        if use_console
+        else structlog.BytesLoggerFactory(file=sys.stderr.buffer)
     )
     structlog.configure(
         processors=[
@@ -34,7 +43,7 @@ def configure_logging(level: str = "info", log_format: LogFormat = LogFormat.AUT
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
         ),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=factory,
         cache_logger_on_first_use=True,
     )
 

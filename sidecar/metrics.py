@@ -2,8 +2,8 @@
 
 Names carry the ``vlm_sidecar_`` prefix and their unit. Labels are bounded: ``model``
 (one per sidecar), ``route`` (four inspected routes), ``decision`` and ``reason``
-(closed sets from ``admission``), ``format``/``source`` for images and ``kind`` for
-upstream errors. Label children are created up front so every series exists at zero,
+(closed sets from ``admission``), ``format``/``source`` for images and videos and ``kind``
+for upstream errors. Label children are created up front so every series exists at zero,
 and the children one request records into are resolved once per route
 (``for_route``), so recording a request costs dictionary lookups, not ``labels()`` calls.
 
@@ -11,6 +11,7 @@ Buckets (documented in README):
 - tokens: geometric x2 from 16 to 131,072 (a thumbnail to a whole long-context prompt);
 - KV bytes: geometric x2 from 1 MiB to 256 GiB (one block-rounded text request to a pool);
 - pixels: 0.01 MP to 50 MP in a 1-2.5-5 ladder (an icon to a full-frame camera photo);
+- video seconds: 1 s to 2 h (a clip to a recorded meeting);
 - seconds: 50 us to 60 s for the sidecar's own work, 5 ms to 10 min for upstream times;
 - prediction error: symmetric powers of two, -4,096 to +4,096 tokens, so both signs show.
 
@@ -38,6 +39,7 @@ PIXEL_BUCKETS = tuple(
     m * 1_000_000 for m in (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50)
 )
 IMAGES_BUCKETS = (0.0, 1, 2, 4, 8, 16, 32, 64, 128, 256)
+VIDEO_SECONDS_BUCKETS = (1.0, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
 OVERHEAD_SECONDS_BUCKETS = (
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
     0.5, 1, 2.5, 5, 10, 30, 60,
@@ -53,6 +55,14 @@ ROUTES = ("chat_completions", "completions", "responses", "messages")
 DECISIONS = ("admit", "downscale", "wait", "reject")
 IMAGE_FORMATS = ("jpeg", "png", "webp", "gif", "bmp", "tiff", "avif", "heif", "other", "unknown")
 IMAGE_SOURCES = ("data", "url", "cached")
+# Container families by FFmpeg demuxer; "unknown": never read, priced at the allowance.
+VIDEO_FORMATS = ("mp4", "matroska", "avi", "mpegts", "other", "unknown")
+_VIDEO_DEMUXERS = {
+    "mov,mp4,m4a,3gp,3g2,mj2": "mp4",
+    "matroska,webm": "matroska",
+    "avi": "avi",
+    "mpegts": "mpegts",
+}
 UPSTREAM_ERROR_KINDS = ("connect", "timeout", "reset", "status_5xx")
 BUDGET_NAMES = (
     "max_images_per_request",
@@ -166,6 +176,23 @@ class Metrics:
         self.images = counter(
             "images_total", "Images seen, by format and source.", ("model", "format", "source")
         )
+        self.video_tokens = histogram(
+            "video_tokens",
+            "Predicted tokens per video: exact, or the allowance for a video not read.",
+            only_model,
+            TOKEN_BUCKETS,
+        )
+        self.video_seconds = histogram(
+            "video_seconds",
+            "Duration per video as its container states it; videos not read left out.",
+            only_model,
+            VIDEO_SECONDS_BUCKETS,
+        )
+        self.videos = counter(
+            "videos_total",
+            "Videos seen, by container format and source; format unknown: not read.",
+            ("model", "format", "source"),
+        )
         self.downscaled_images = counter("downscaled_images_total", "Images rewritten smaller.")
         self.downscale_seconds = histogram(
             "downscale_seconds",
@@ -251,11 +278,18 @@ class Metrics:
             for image_format in IMAGE_FORMATS
             for source in IMAGE_SOURCES
         }
+        self._videos = {
+            (video_format, source): self.videos.labels(model, video_format, source)
+            for video_format in VIDEO_FORMATS
+            for source in IMAGE_SOURCES
+        }
         self._upstream_errors = {
             kind: self.upstream_errors.labels(model, kind) for kind in UPSTREAM_ERROR_KINDS
         }
         self.image_tokens_child = self.image_tokens.labels(model)
         self.image_pixels_child = self.image_pixels.labels(model)
+        self.video_tokens_child = self.video_tokens.labels(model)
+        self.video_seconds_child = self.video_seconds.labels(model)
         self.downscaled_images_child = self.downscaled_images.labels(model)
         self.downscale_seconds_child = self.downscale_seconds.labels(model)
         self.queue_wait_seconds_child = self.queue_wait_seconds.labels(model)
@@ -305,6 +339,15 @@ class Metrics:
             )
         return child
 
+    def video_counter(self, video_format: str, source: str) -> Counter:
+        """The ``videos_total`` child for one format label and source."""
+        child = self._videos.get((video_format, source))
+        if child is None:
+            child = self._videos[video_format, source] = self.videos.labels(
+                self.model, video_format, source
+            )
+        return child
+
     def upstream_error_counter(self, kind: str) -> Counter:
         """The ``upstream_errors_total`` child for one kind."""
         child = self._upstream_errors.get(kind)
@@ -338,3 +381,10 @@ def image_format_label(pillow_format: str | None) -> str:
         return "unknown"
     label = pillow_format.lower().replace("mpo", "jpeg")
     return label if label in IMAGE_FORMATS else "other"
+
+
+def video_format_label(demuxer: str | None) -> str:
+    """FFmpeg's demuxer name as a bounded label value; None: the video was not read."""
+    if demuxer is None:
+        return "unknown"
+    return _VIDEO_DEMUXERS.get(demuxer, "other")

@@ -19,6 +19,8 @@ from typing import Any
 from sidecar.builtin_models import BUILTIN_MODELS
 from sidecar.errors import ConfigurationError
 from sidecar.kv_geometry import AttentionKind, KvGeometry, LayerGroup
+from sidecar.video import VideoRule
+from sidecar.video.qwen import QwenVideoRule
 from sidecar.vision import VisionRule
 from sidecar.vision.anyres import AnyresRule
 from sidecar.vision.fixed import FixedTokensRule
@@ -80,6 +82,15 @@ def _llava_rule(family: str, config: dict[str, Any], preprocessor: dict[str, Any
     return FixedTokensRule.from_llava_configs(family, config, preprocessor)
 
 
+VideoRuleFactory = Callable[[str, dict[str, Any], dict[str, Any]], VideoRule]
+
+# Families whose videos are priced exactly; the others get SIDECAR_VIDEO_TOKENS_PER_ITEM.
+VIDEO_RULES: dict[str, VideoRuleFactory] = {
+    "qwen2_vl": QwenVideoRule.from_configs,
+    "qwen2_5_vl": QwenVideoRule.from_configs,
+    "qwen3_vl": QwenVideoRule.from_configs,
+}
+
 VISION_RULES: dict[str, VisionRuleFactory] = {
     "qwen2_vl": QwenSmartResizeRule.from_configs,
     "qwen2_5_vl": QwenSmartResizeRule.from_configs,
@@ -123,6 +134,7 @@ class ModelProfile:
     model_dtype_bytes: int
     parameter_count: int | None
     source: str  # "builtin" or the model directory
+    video: VideoRule | None = None  # None: videos are priced at the per-item allowance
 
     def with_overrides(self, overrides: ProfileOverrides) -> ModelProfile:
         """Apply the deployment's vLLM flags."""
@@ -132,6 +144,9 @@ class ModelProfile:
         return replace(
             self,
             vision=self.vision.with_pixel_range(overrides.min_pixels, overrides.max_pixels),
+            video=None
+            if self.video is None
+            else self.video.with_pixel_range(overrides.min_pixels, overrides.max_pixels),
             kv=replace(
                 self.kv,
                 dtype_bytes=kv_dtype_bytes,
@@ -165,7 +180,13 @@ def load_profile(model: str, overrides: ProfileOverrides | None = None) -> Model
     builtin = _find_builtin(model)
     if builtin is not None:
         entry = BUILTIN_MODELS[builtin]
-        profile = profile_from_configs(builtin, entry.config, entry.preprocessor, source="builtin")
+        profile = profile_from_configs(
+            builtin,
+            entry.config,
+            entry.preprocessor,
+            source="builtin",
+            video_preprocessor=entry.video_preprocessor,
+        )
         profile = replace(profile, parameter_count=entry.parameter_count)
     elif Path(model).is_dir():
         profile = _profile_from_directory(Path(model))
@@ -178,9 +199,19 @@ def load_profile(model: str, overrides: ProfileOverrides | None = None) -> Model
 
 
 def profile_from_configs(
-    name: str, config: dict[str, Any], preprocessor: dict[str, Any], *, source: str
+    name: str,
+    config: dict[str, Any],
+    preprocessor: dict[str, Any],
+    *,
+    source: str,
+    video_preprocessor: dict[str, Any] | None = None,
 ) -> ModelProfile:
-    """Build a profile from parsed ``config.json`` and preprocessor config values."""
+    """Build a profile from parsed ``config.json`` and preprocessor config values.
+
+    ``video_preprocessor`` None means the checkpoint has no video processor config, and, as
+    transformers' ``BaseVideoProcessor.get_video_processor_dict`` does, the video processor is
+    built from ``preprocessor`` (the image processor's values).
+    """
     model_type = str(config.get("model_type", ""))
     factory = VISION_RULES.get(model_type)
     if factory is None:
@@ -192,6 +223,16 @@ def profile_from_configs(
     text = {**_TEXT_CONFIG_DEFAULTS.get(str(text.get("model_type")), {}), **text}
     try:
         vision = factory(model_type, config, preprocessor)
+        video_factory = VIDEO_RULES.get(model_type)
+        video = (
+            None
+            if video_factory is None
+            else video_factory(
+                model_type,
+                config,
+                preprocessor if video_preprocessor is None else video_preprocessor,
+            )
+        )
         dtype_bytes = _DTYPE_BYTES[
             str(
                 text.get("torch_dtype")
@@ -220,6 +261,7 @@ def profile_from_configs(
         model_dtype_bytes=dtype_bytes,
         parameter_count=None,
         source=source,
+        video=video,
     )
 
 
@@ -297,8 +339,24 @@ def _profile_from_directory(directory: Path) -> ModelProfile:
             data = _read_json(path)
             # processor_config.json may nest the image processor's values.
             preprocessor = {**data.get("image_processor", {}), **data, **preprocessor}
-    profile = profile_from_configs(str(directory), config, preprocessor, source=str(directory))
+    profile = profile_from_configs(
+        str(directory),
+        config,
+        preprocessor,
+        source=str(directory),
+        video_preprocessor=_video_preprocessor(directory, preprocessor),
+    )
     return replace(profile, parameter_count=_parameter_count(directory, profile))
+
+
+def _video_preprocessor(directory: Path, preprocessor: dict[str, Any]) -> dict[str, Any] | None:
+    """The video processor's values where transformers looks first: nested in
+    ``processor_config.json``, then ``video_preprocessor_config.json``; None for neither."""
+    nested = preprocessor.get("video_processor")
+    if isinstance(nested, dict):
+        return nested
+    path = directory / "video_preprocessor_config.json"
+    return _read_json(path) if path.is_file() else None
 
 
 def _parameter_count(directory: Path, profile: ModelProfile) -> int | None:

@@ -3,8 +3,9 @@
 Pure arithmetic over images already priced by the vision rule. Definitions used
 everywhere (headers, metrics, budgets, logs):
 
-- ``visual_tokens``: the images' own tokens plus video and audio allowances; the chat
-  template's wrapper tokens are not visual tokens.
+- ``visual_tokens``: the images' own tokens plus ``media_tokens``: the videos' own tokens
+  (exact, or the per-video allowance) and the audio allowances; the chat template's and the
+  processor's wrapper tokens (vision start/end, Qwen3-VL timestamps) are not visual tokens.
 - ``prompt_tokens``: visual tokens + wrapper tokens + text tokens.
 - ``kv_bytes``: whole KV blocks for ``prompt_tokens + n x output_tokens``, per GPU.
 """
@@ -16,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sidecar.kv_geometry import KvGeometry
+from sidecar.video import VideoTokens
+from sidecar.video.probe import VideoHeader
 from sidecar.vision import ImageTokens
 
 # Role markers and the generation prompt that a chat template adds around the text.
@@ -51,6 +54,25 @@ class ImageCost:
 
 
 @dataclass(frozen=True, slots=True)
+class VideoCost:
+    """One video and what it costs; ``header`` is None when the video was never read."""
+
+    index: int  # among the request's videos
+    source: str  # "data", "url" or "cached"
+    header: VideoHeader | None
+    tokens: VideoTokens
+    allowance_reason: str | None = None  # priced at SIDECAR_VIDEO_TOKENS_PER_ITEM, and why
+
+    def describe(self, total_videos: int) -> str:
+        """``video 1 of 2 (640x360, 12.5 s)`` for messages."""
+        name, header = f"video {self.index + 1} of {total_videos}", self.header
+        if header is None:
+            return f"{name} (not read)"
+        duration = f", {header.duration_seconds:.1f} s" if header.duration_seconds else ""
+        return f"{name} ({header.width_px}x{header.height_px}{duration})"
+
+
+@dataclass(frozen=True, slots=True)
 class RequestPrediction:
     """Everything the admission decision and the metrics need about one request."""
 
@@ -61,6 +83,7 @@ class RequestPrediction:
     n: int
     kv_bytes: int
     text_tokens_exact: bool = False  # counted with the model's chat template and tokenizer
+    videos: tuple[VideoCost, ...] = ()  # their tokens are part of media_tokens
 
     @property
     def image_tokens(self) -> int:
@@ -68,14 +91,21 @@ class RequestPrediction:
         return sum(image.tokens.tokens for image in self.images)
 
     @property
+    def video_tokens(self) -> int:
+        """The videos' own tokens (a part of ``media_tokens``)."""
+        return sum(video.tokens.tokens for video in self.videos)
+
+    @property
     def visual_tokens(self) -> int:
-        """Image tokens plus video and audio allowances."""
+        """Image tokens plus the videos' tokens and audio allowances."""
         return self.image_tokens + self.media_tokens
 
     @property
     def wrapper_tokens(self) -> int:
-        """Template tokens around the images."""
-        return sum(image.tokens.wrapper_tokens for image in self.images)
+        """Template and processor tokens around the images and videos."""
+        return sum(image.tokens.wrapper_tokens for image in self.images) + sum(
+            video.tokens.wrapper_tokens for video in self.videos
+        )
 
     @property
     def prompt_tokens(self) -> int:
@@ -101,9 +131,17 @@ def predict_request(
     media_tokens: int,
     output_tokens: int,
     n: int,
+    videos: Sequence[VideoCost] = (),
 ) -> RequestPrediction:
-    """Combine priced images, text and output into the request's cost."""
-    draft = RequestPrediction(tuple(images), media_tokens, text_tokens, output_tokens, n, 0)
+    """Combine priced images and videos, text and output into the request's cost.
+
+    ``media_tokens`` are the allowances of media other than ``videos`` (audio); the videos'
+    own tokens are added to it.
+    """
+    media = media_tokens + sum(video.tokens.tokens for video in videos)
+    draft = RequestPrediction(
+        tuple(images), media, text_tokens, output_tokens, n, 0, videos=tuple(videos)
+    )
     return with_kv_bytes(draft, kv)
 
 

@@ -1,9 +1,17 @@
-"""Price every image of a parsed request, then the whole request.
+"""Price every image and video of a parsed request, then the whole request.
 
 Inline images are probed from their base64 header (microseconds, no pixels). URL images
 follow ``SIDECAR_REMOTE_IMAGES``: priced at the model's largest image without fetching
 (``assume_max``), probed through the guarded header fetcher (``probe``), or refused
 (``reject``). Images reused by ``uuid`` are priced at the largest image.
+
+Videos are priced exactly where the model has a video rule and the container can be read:
+inline videos always (decoded in a worker thread: the body is in memory already), URL videos
+under ``probe`` through the same guarded fetcher, from a prefix of at most
+``SIDECAR_REMOTE_IMAGE_MAX_BYTES``. Any other video costs ``SIDECAR_VIDEO_TOKENS_PER_ITEM``
+and the request's log line says why (``allowance_reason``): no rule for the family, a URL
+not probed, an MP4 whose index lies beyond the prefix, a failed fetch, no frame rate. A video
+that is not readable at all, or that the processor refuses, is a 400 naming it.
 """
 
 from __future__ import annotations
@@ -11,20 +19,33 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, replace
 
-from sidecar.errors import ImageError
-from sidecar.images.probe import ImageHeader, probe_base64, validate_base64
-from sidecar.images.refs import ImageRef, ImageSource
-from sidecar.images.remote import RemoteImageProber
+import orjson
+
+from sidecar.errors import ImageError, VideoError
+from sidecar.images.base64_scan import Base64Scan
+from sidecar.images.probe import ImageHeader, probe_base64, split_data_uri, validate_base64
+from sidecar.images.refs import ImageRef, ImageSource, MediaItem
+from sidecar.images.remote import RemoteImageFetchError, RemoteImageProber
 from sidecar.model_profiles import ModelProfile
 from sidecar.prediction import (
     ImageCost,
     RequestPrediction,
+    VideoCost,
     estimate_text_tokens,
     predict_request,
 )
 from sidecar.request_body import RequestBody, Route
 from sidecar.settings import RemoteImages, Settings
 from sidecar.text_tokens import ChatTemplateError, PromptCounter
+from sidecar.video import TextTokenCounter, VideoTokens
+from sidecar.video.probe import (
+    VideoHeader,
+    VideoPrefixUnreadable,
+    decode_base64_payload,
+    probe_video_bytes,
+    probe_video_prefix,
+)
+from sidecar.video.qwen import QWEN_VIDEO_PLACEHOLDER_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,40 +57,57 @@ class Pricer:
     remote: RemoteImageProber | None
     prompt_counter: PromptCounter | None = None
 
-    async def price(self, parsed: RequestBody, body: bytes) -> RequestPrediction:
-        """The request's predicted cost; raises ImageError naming the bad image."""
+    async def price(
+        self, parsed: RequestBody, body: bytes, scan: Base64Scan | None = None
+    ) -> RequestPrediction:
+        """The request's predicted cost; raises ImageError or VideoError naming the bad item.
+
+        ``scan`` is what reading the body learnt about its base64 (see ``base64_scan``).
+        """
         total = len(parsed.images)
         fetches = {
             ref.index: asyncio.create_task(self._probe_url(ref, total))
             for ref in parsed.images
             if ref.source is ImageSource.URL and self.settings.remote_images is RemoteImages.PROBE
         }
+        videos_in = [item for item in parsed.media if item.kind == "video"]
+        reads = {
+            item.index: asyncio.create_task(self._read_video(item, body, number, len(videos_in)))
+            for number, item in enumerate(videos_in)
+            if self._readable(item)
+        }
         try:
-            images = [await self._price_image(ref, body, total, fetches) for ref in parsed.images]
+            images = [
+                await self._price_image(ref, body, total, fetches, scan) for ref in parsed.images
+            ]
+            videos = [
+                await self._price_video(item, number, len(videos_in), reads)
+                for number, item in enumerate(videos_in)
+            ]
         finally:
-            for task in fetches.values():
-                task.cancel()
-        media_tokens = sum(
-            self.settings.video_tokens_per_item
-            if item.kind == "video"
-            else self.settings.audio_tokens_per_item
-            for item in parsed.media
-            if item.kind in ("video", "audio")
+            for task in (*fetches.values(), *reads.values()):
+                if not task.cancel() and not task.cancelled():
+                    task.exception()  # retrieved: asyncio must not log it as never retrieved
+        audio_tokens = sum(
+            self.settings.audio_tokens_per_item for item in parsed.media if item.kind == "audio"
         )
         output_tokens = parsed.max_output_tokens or self.settings.default_output_tokens
-        text_tokens, exact = self._text_tokens(parsed, images)
+        text_tokens, exact = self._text_tokens(parsed, images, videos)
         prediction = predict_request(
             images,
             kv=self.profile.kv,
             text_tokens=text_tokens + parsed.prompt_token_ids,
-            media_tokens=media_tokens,
+            media_tokens=audio_tokens,
             output_tokens=output_tokens,
             # Each prompt of a completions batch is its own sequence of n completions.
             n=parsed.n * parsed.prompt_count,
+            videos=videos,
         )
         return replace(prediction, text_tokens_exact=exact)
 
-    def _text_tokens(self, parsed: RequestBody, images: list[ImageCost]) -> tuple[int, bool]:
+    def _text_tokens(
+        self, parsed: RequestBody, images: list[ImageCost], videos: list[VideoCost]
+    ) -> tuple[int, bool]:
         """Text tokens: exact from the chat template where possible, else the estimate."""
         if self.prompt_counter is not None and parsed.route is Route.CHAT:
             costs = [image.tokens for image in images]
@@ -79,7 +117,12 @@ class Pricer:
                 pass
             else:
                 visual = sum(cost.tokens + cost.wrapper_tokens for cost in costs)
-                return prompt - visual, True
+                # A template that walks the parts renders <|vision_start|><|video_pad|>
+                # <|vision_end|> per video (the counter knows Qwen templates only), and the
+                # video's own cost takes its place.
+                parts = self.prompt_counter.openai_parts
+                placeholders = QWEN_VIDEO_PLACEHOLDER_TOKENS * len(videos) if parts else 0
+                return prompt - visual - placeholders, True
         return estimate_text_tokens(parsed.text_chars, self.settings.text_chars_per_token), False
 
     async def _price_image(
@@ -88,10 +131,11 @@ class Pricer:
         body: bytes,
         total: int,
         fetches: dict[int, asyncio.Task[ImageHeader]],
+        scan: Base64Scan | None,
     ) -> ImageCost:
         header: ImageHeader | None = None
         if ref.source is ImageSource.DATA:
-            header = self._probe_inline(ref, body, total)
+            header = self._probe_inline(ref, body, total, scan)
         elif ref.source is ImageSource.URL:
             if self.settings.remote_images is RemoteImages.REJECT:
                 raise ImageError(
@@ -123,10 +167,88 @@ class Pricer:
             tokens=tokens,
         )
 
-    def _probe_inline(self, ref: ImageRef, body: bytes, total: int) -> ImageHeader:
+    def _readable(self, item: MediaItem) -> bool:
+        """Whether the sidecar reads this video's container to price it."""
+        if self.profile.video is None:
+            return False
+        probing = self.settings.remote_images is RemoteImages.PROBE and self.remote is not None
+        return item.source is ImageSource.DATA or (item.source is ImageSource.URL and probing)
+
+    async def _read_video(
+        self, item: MediaItem, body: bytes, number: int, total: int
+    ) -> VideoHeader:
+        """The container's metadata. For a URL, ``VideoPrefixUnreadable`` or a fetch error
+        when a prefix cannot give it; VideoError for what is not a readable video."""
+        max_pixels = self.settings.max_decode_pixels
+        try:
+            if item.source is ImageSource.DATA:
+                media_type, payload = split_data_uri(_video_data_uri(item, body))
+                if media_type.strip().lower() == "video/jpeg":
+                    raise VideoPrefixUnreadable("a video/jpeg frame list carries no timing")
+                data = decode_base64_payload(payload)
+                return await asyncio.to_thread(probe_video_bytes, data, max_frame_pixels=max_pixels)
+            if self.remote is None or item.url is None:
+                raise RuntimeError("URL probing needs SIDECAR_REMOTE_IMAGES=probe and a URL")
+            limit = self.remote.policy.max_bytes
+
+            def parse(prefix: bytes) -> VideoHeader:
+                return probe_video_prefix(prefix, limit_bytes=limit, max_frame_pixels=max_pixels)
+
+            return await self.remote.probe_prefix(item.url, parse, noun="video")
+        except RemoteImageFetchError as exc:
+            raise _VideoFetchFailed(exc.message) from None
+        except (VideoError, ImageError) as exc:
+            raise VideoError(f"video {number + 1} of {total}: {exc.message}") from None
+
+    async def _price_video(
+        self,
+        item: MediaItem,
+        number: int,
+        total: int,
+        reads: dict[int, asyncio.Task[VideoHeader]],
+    ) -> VideoCost:
+        rule, read = self.profile.video, reads.get(item.index)
+        if rule is None or read is None:
+            return self._allowance(item, number, None, _unread_reason(item, rule is None))
+        try:
+            header = await read
+        except (VideoPrefixUnreadable, _VideoFetchFailed) as exc:
+            return self._allowance(item, number, None, str(exc))
+        if not header.fps or header.frame_count <= 0:
+            reason = "the container gives no frame rate or frame count"
+            return self._allowance(item, number, header, reason)
+        try:
+            tokens = rule.video_tokens(header, count_text_tokens=self._timestamp_counter())
+        except VideoError as exc:
+            raise exc.prefixed(f"video {number + 1} of {total}") from None
+        return VideoCost(number, item.source.value, header, tokens)
+
+    def _allowance(
+        self, item: MediaItem, number: int, header: VideoHeader | None, reason: str
+    ) -> VideoCost:
+        tokens = VideoTokens(self.settings.video_tokens_per_item, 0, 0, (0, 0, 0))
+        return VideoCost(number, item.source.value, header, tokens, allowance_reason=reason)
+
+    def _timestamp_counter(self) -> TextTokenCounter | None:
+        """Exact counts of the text a video expansion inserts, with the model's tokenizer."""
+        if self.prompt_counter is None:
+            return None
+        tokenizer = self.prompt_counter.tokenizer
+
+        def count(text: str) -> int:
+            return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+        return count
+
+    def _probe_inline(
+        self, ref: ImageRef, body: bytes, total: int, scan: Base64Scan | None
+    ) -> ImageHeader:
         payload = ref.payload(body)
         try:
-            validate_base64(payload)
+            if scan is not None and ref.payload_copy is None and ref.payload_span is not None:
+                scan.validate(body, *ref.payload_span)
+            else:
+                validate_base64(payload)
             return probe_base64(payload, max_image_pixels=self.settings.max_decode_pixels)
         except ImageError as exc:
             raise exc.prefixed(f"image {ref.index + 1} of {total}") from None
@@ -138,3 +260,25 @@ class Pricer:
             return await self.remote.probe(ref.url)
         except ImageError as exc:
             raise exc.prefixed(f"image {ref.index + 1} of {total}") from None
+
+
+class _VideoFetchFailed(Exception):
+    """A URL video's prefix could not be fetched (status, timeout, size cap): the allowance."""
+
+
+def _video_data_uri(item: MediaItem, body: bytes) -> bytes | memoryview:
+    """The video's data URI from the body, with JSON escapes (``\\/``) undone where present."""
+    if item.uri_span is None:
+        raise VideoPrefixUnreadable("the data URI was not located in the body")
+    start, end = item.uri_span
+    if body.find(b"\\", start, end) < 0:
+        return memoryview(body)[start:end]
+    return str(orjson.loads(body[start - 1 : end + 1])).encode()
+
+
+def _unread_reason(item: MediaItem, no_rule: bool) -> str:
+    if no_rule:
+        return "the model family has no video rule"
+    if item.source is ImageSource.CACHED:
+        return "a cached item (uuid) of unknown size"
+    return "a URL, not probed (SIDECAR_REMOTE_IMAGES is not probe)"

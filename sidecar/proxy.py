@@ -21,10 +21,12 @@ from sidecar.errors import (
     ImageError,
     InvalidRequestError,
     OverloadedError,
+    RequestTimeoutError,
     SidecarError,
     UpstreamError,
     UpstreamTimeoutError,
 )
+from sidecar.images.base64_scan import Base64Scan
 from sidecar.kv_budget import Reservation
 from sidecar.request_body import RequestBody, Route, parse_request_body
 from sidecar.request_record import RequestRecord, bind_request
@@ -67,10 +69,11 @@ async def handle_inspected(request: web.Request) -> web.StreamResponse:
 async def _serve(
     request: web.Request, state: SidecarState, route: Route, record: RequestRecord
 ) -> web.StreamResponse:
-    body = await read_body(request, state)
+    scan = Base64Scan()
+    body = await read_body(request, state, scan)
     try:
         parsed = parse_request_body(body, route)
-        prediction = await state.pricer.price(parsed, body)
+        prediction = await state.pricer.price(parsed, body, scan)
     except InvalidRequestError as exc:
         if not state.shadow:
             raise
@@ -128,8 +131,14 @@ async def _serve(
         reservation.release()
 
 
-async def read_body(request: web.Request, state: SidecarState) -> bytes:
-    """The whole body, refused with 413 as soon as it passes the limit."""
+async def read_body(request: web.Request, state: SidecarState, scan: Base64Scan) -> bytes:
+    """The whole body, refused with 413 as soon as it passes the limit; ``scan`` checks its
+    base64 while the rest is still arriving."""
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise InvalidRequestError(
+            f"request bodies must be sent uncompressed, not with Content-Encoding {encoding!r}"
+        )
     limit = int(state.settings.max_body_bytes)
     declared = request.content_length
     if declared is not None and declared > limit:
@@ -146,10 +155,12 @@ async def read_body(request: web.Request, state: SidecarState) -> bytes:
                     raise BodyTooLargeError(
                         f"request body exceeds SIDECAR_MAX_BODY_BYTES ({limit:,} bytes)"
                     )
+                scan.feed(chunk)
                 chunks.append(chunk)
     except TimeoutError:
-        raise InvalidRequestError(
-            f"request body not received within {state.settings.client_read_timeout_seconds:g} s"
+        raise RequestTimeoutError(
+            f"request body not received within {state.settings.client_read_timeout_seconds:g} s "
+            "(SIDECAR_CLIENT_READ_TIMEOUT_SECONDS)"
         ) from None
     return b"".join(chunks)
 

@@ -28,7 +28,8 @@ Decisions:
   follows the NUL so that no client string can pass for a placeholder.
 * Nesting deeper than ``max_depth`` and more than ``max_parts`` messages, items and content
   parts are rejected after the parse (orjson itself stops at 1024 levels).
-* An integer field also accepts an integral float, as pydantic's lax mode does.
+* An integer field also accepts an integral float, as pydantic's lax mode does, up to
+  ``MAX_INT64``: a larger count would overflow the float arithmetic of the metrics.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from sidecar.images.refs import ImageRef, Lift, MediaItem, RefFinder
 
 DEFAULT_MAX_PARTS = 10_000
 DEFAULT_MAX_DEPTH = 64
+MAX_INT64 = 2**63 - 1  # vLLM's engine carries counts as int64; more overflows our float metrics
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's CompletionRequest default when the field is absent
 _MARKER = b"\\u0000"
 _JSON_SPACE = (0x20, 0x09, 0x0A, 0x0D)
@@ -233,6 +235,8 @@ def _positive_int(root: dict[str, Any], key: str) -> int | None:
         raise InvalidRequestError(f"'{key}' must be an integer", param=key)
     if value is not None and value < 1:
         raise InvalidRequestError(f"{key} must be at least 1, got {value}.", param=key)
+    if value is not None and value > MAX_INT64:
+        raise InvalidRequestError(f"{key} must be at most {MAX_INT64}.", param=key)
     return value
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from sidecar.admission import Admit, Decision, Downscale, Reason, Reject, Wait
-from sidecar.metrics import Metrics, image_format_label
+from sidecar.metrics import Metrics, image_format_label, video_format_label
 from sidecar.prediction import RequestPrediction
 from sidecar.upstream import RelayResult
 from sidecar.usage import Usage
@@ -98,6 +98,13 @@ class RequestRecord:
                 if image.pixels:
                     metrics.image_pixels_child.observe(image.pixels)
                 metrics.image_counter(image_format_label(image.format), image.source).inc()
+            for video in priced.videos:
+                metrics.video_tokens_child.observe(video.tokens.tokens)
+                header = video.header
+                if header is not None and header.duration_seconds:
+                    metrics.video_seconds_child.observe(header.duration_seconds)
+                label = video_format_label(None if header is None else header.format)
+                metrics.video_counter(label, video.source).inc()
         for seconds in self.downscale_seconds:
             metrics.downscaled_images_child.inc()
             metrics.downscale_seconds_child.observe(seconds)
@@ -139,6 +146,8 @@ class RequestRecord:
             fields["predicted_visual_tokens"] = self.prediction.visual_tokens
             fields["predicted_kv_bytes"] = self.prediction.kv_bytes
             fields["images"] = _image_fields(self.prediction)
+            if self.prediction.videos:
+                fields["videos"] = _video_fields(self.prediction)
             if self.original is not None:
                 fields["images_before_downscale"] = _image_fields(self.original)
         if self.relay is not None:
@@ -166,6 +175,31 @@ def _image_fields(prediction: RequestPrediction) -> list[dict[str, Any]]:
          "format": i.format, "source": i.source, "tokens": i.tokens.tokens}
         for i in prediction.images
     ]  # fmt: skip
+
+
+def _video_fields(prediction: RequestPrediction) -> list[dict[str, Any]]:
+    fields = []
+    for video in prediction.videos:
+        header = video.header
+        entry: dict[str, Any] = {
+            "source": video.source,
+            "tokens": video.tokens.tokens,
+            "wrapper_tokens": video.tokens.wrapper_tokens,
+        }
+        if header is not None:
+            entry |= {
+                "size": f"{header.width_px}x{header.height_px}",
+                "format": header.format,
+                "duration_seconds": header.duration_seconds,
+                "fps": header.fps,
+                "frames": header.frame_count,
+            }
+        if video.allowance_reason is None:
+            entry["frames_sampled"] = video.tokens.frames_sampled
+        else:
+            entry["allowance_reason"] = video.allowance_reason
+        fields.append(entry)
+    return fields
 
 
 def bind_request(request_id: str) -> None:

@@ -62,8 +62,16 @@ async def running_sidecar(
         access_log=None,
         shutdown_timeout=float(settings.drain_seconds),
         handler_cancellation=True,
+        auto_decompress=False,  # bodies go on as sent: no gzip bomb, true Content-Length
+        keepalive_timeout=settings.client_read_timeout_seconds,
+        lingering_time=_lingering_seconds(settings),
     )
-    metrics = web.AppRunner(make_metrics_app(app, registry), access_log=None)
+    metrics = web.AppRunner(
+        make_metrics_app(app, registry),
+        access_log=None,
+        keepalive_timeout=settings.client_read_timeout_seconds,
+        lingering_time=_lingering_seconds(settings),
+    )
     await traffic.setup()
     await metrics.setup()
     traffic_site = web.TCPSite(traffic, settings.listen_host, settings.port)
@@ -77,6 +85,18 @@ async def running_sidecar(
         yield sidecar
     finally:
         await sidecar.drain_and_stop()
+
+
+def _lingering_seconds(settings: Settings) -> float:
+    """How long the rest of a refused body is read and dropped before the connection closes.
+
+    SIDECAR_CLIENT_READ_TIMEOUT_SECONDS bounds every wait on a client (slowloris): it is
+    aiohttp's keep-alive timeout, whose timer runs from the moment a connection opens (or its
+    last answer ends) until a request's headers are complete, so it is also the header-read
+    timeout, and an idle keep-alive connection closes after it; the body has the same timeout
+    in ``proxy.read_body``; and a refused body is drained for no longer (10 s at most).
+    """
+    return min(settings.client_read_timeout_seconds, 10.0)
 
 
 def _bound_port(runner: web.AppRunner) -> int:

@@ -680,9 +680,13 @@ def test_probe_raises_only_image_errors_when_a_real_file_is_cut_or_mangled(
 ) -> None:
     raw = _sample(case)
     mangled = (raw[:at] + splice + raw[at + len(splice) :])[: max(1, int(len(raw) * cut))]
-    for attempt in (lambda: probe_bytes(mangled), lambda: probe_base64(_b64(mangled))):
+    probes: list[Callable[[], ImageHeader]] = [
+        functools.partial(probe_bytes, mangled),
+        functools.partial(probe_base64, _b64(mangled)),
+    ]
+    for probe_one in probes:
         try:
-            header = attempt()
+            header = probe_one()
         except ImageError:
             continue
         assert min(header.width_px, header.height_px) > 0

@@ -22,6 +22,9 @@ replicated here by running transformers' own ``find_supported_resolutions`` and
 expands into is the real ``Llama4Processor``, in both paths. What is cross-checked for Llama 4
 is therefore transformers' canvas source and prompt code, not torch or torchvision themselves.
 
+Besides the shipped values, each family is also checked with changed processor values (other
+tile counts, edges, strategies), to show the rules read them rather than assume them.
+
 ``LlavaOnevisionProcessor``, ``InternVLProcessor`` and ``SmolVLMProcessor`` take a video
 processor, which cannot be built without torch; each is used through a subclass that drops
 that one attribute. ``SmolVLMProcessor`` also insists on ``num2words`` (for video prompts)
@@ -32,12 +35,14 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import math
 import random
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 from unittest import mock
@@ -70,7 +75,8 @@ from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImag
 
 from sidecar.builtin_models import BUILTIN_MODELS
 from sidecar.errors import UnsupportedImageSizeError
-from sidecar.model_profiles import load_profile
+from sidecar.kv_geometry import AttentionKind
+from sidecar.model_profiles import VISION_RULES, load_profile
 from sidecar.vision import VisionRule
 from sidecar.vision.anyres import AnyresRule, costliest_image
 from sidecar.vision.tiling import cap_pixels, fit_inside
@@ -97,9 +103,7 @@ LLAMA4 = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 # -- tokenizers and processors -------------------------------------------------------------
 
 
-def _tokenizer(
-    specials: list[str], named: dict[str, str] | None = None
-) -> PreTrainedTokenizerFast:
+def _tokenizer(specials: list[str], named: dict[str, str] | None = None) -> PreTrainedTokenizerFast:
     """A real fast tokenizer that knows the special tokens and keeps "\\n\\n" as one token."""
     unknown = "<unk>"
     vocab = {unknown: 0, "\n": 1, "\n\n": 2} | {token: 3 + i for i, token in enumerate(specials)}
@@ -126,7 +130,7 @@ def _without_video(processor_class: type[Any]) -> type[Any]:
 def _token_counter(tokenizer: PreTrainedTokenizerFast) -> Callable[[str], int]:
     """Tokens in a prompt; a family's prompts repeat per grid shape, so each is tokenized once."""
 
-    @lru_cache(maxsize=None)
+    @cache
     def count(prompt: str) -> int:
         return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
@@ -135,6 +139,15 @@ def _token_counter(tokenizer: PreTrainedTokenizerFast) -> Callable[[str], int]:
 
 def _preprocessor(model: str) -> dict[str, Any]:
     return dict(BUILTIN_MODELS[model].preprocessor)
+
+
+def _rule(model: str, changes: dict[str, Any] | None) -> VisionRule:
+    """The built-in's rule, or one built from its files with some processor values changed."""
+    if changes is None:
+        return load_profile(model).vision
+    config = BUILTIN_MODELS[model].config
+    model_type = config["model_type"]
+    return VISION_RULES[model_type](model_type, config, _preprocessor(model) | changes)
 
 
 def _count_ids(output: BatchFeature, ids: set[int]) -> int:
@@ -156,8 +169,8 @@ class Family:
     floor_tokens: Callable[[int, int, int | None], int]  # fewest tokens downscale may reach
 
 
-def _llava_next_family() -> Family:
-    pre = _preprocessor(LLAVA_NEXT)
+def _llava_next_family(changes: dict[str, Any] | None = None) -> Family:
+    pre = _preprocessor(LLAVA_NEXT) | (changes or {})
     image_processor = LlavaNextImageProcessorPil(
         size=pre["size"],
         crop_size=pre["crop_size"],
@@ -171,7 +184,7 @@ def _llava_next_family() -> Family:
         vision_feature_select_strategy=pre["vision_feature_select_strategy"],
         num_additional_image_tokens=pre["num_additional_image_tokens"],
     )
-    rule = load_profile(LLAVA_NEXT).vision
+    rule = _rule(LLAVA_NEXT, changes)
     return Family(
         "llava-next",
         rule,
@@ -185,8 +198,8 @@ def _llava_next_family() -> Family:
     )
 
 
-def _llava_onevision_family() -> Family:
-    pre = _preprocessor(LLAVA_ONEVISION)
+def _llava_onevision_family(changes: dict[str, Any] | None = None) -> Family:
+    pre = _preprocessor(LLAVA_ONEVISION) | (changes or {})
     image_processor = LlavaOnevisionImageProcessorPil(
         size=pre["size"], image_grid_pinpoints=pre["image_grid_pinpoints"], do_pad=pre["do_pad"]
     )
@@ -197,7 +210,7 @@ def _llava_onevision_family() -> Family:
         vision_feature_select_strategy=pre["vision_feature_select_strategy"],
         vision_aspect_ratio=pre["vision_aspect_ratio"],
     )
-    rule = load_profile(LLAVA_ONEVISION).vision
+    rule = _rule(LLAVA_ONEVISION, changes)
     return Family(
         "llava-onevision",
         rule,
@@ -211,8 +224,8 @@ def _llava_onevision_family() -> Family:
     )
 
 
-def _internvl_family() -> Family:
-    pre = _preprocessor(INTERNVL)
+def _internvl_family(changes: dict[str, Any] | None = None) -> Family:
+    pre = _preprocessor(INTERNVL) | (changes or {})
     tokens = {"start_image_token": "<img>", "end_image_token": "</img>"}
     tokens |= {"context_image_token": "<IMG_CONTEXT>", "video_token": "<video>"}
     processor = _without_video(InternVLProcessor)(
@@ -222,7 +235,7 @@ def _internvl_family() -> Family:
         tokenizer=_tokenizer(list(tokens.values()), tokens),
         image_seq_length=pre["image_seq_length"],
     )
-    rule = load_profile(INTERNVL).vision
+    rule = _rule(INTERNVL, changes)
     return Family(
         "internvl3",
         rule,
@@ -240,16 +253,18 @@ _ROW_COL_TOKENS = [f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7
 _IDEFICS_TOKENS = ["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>"]
 
 
-def _idefics3_family() -> Family:
-    pre = _preprocessor(IDEFICS3)
+def _idefics3_family(changes: dict[str, Any] | None = None) -> Family:
+    pre = _preprocessor(IDEFICS3) | (changes or {})
     processor = Idefics3Processor(
         image_processor=Idefics3ImageProcessorPil(
-            size=pre["size"], max_image_size=pre["max_image_size"]
+            size=pre["size"],
+            max_image_size=pre["max_image_size"],
+            do_image_splitting=pre["do_image_splitting"],
         ),
         tokenizer=_tokenizer(_IDEFICS_TOKENS + _ROW_COL_TOKENS),
         image_seq_len=pre["image_seq_len"],
     )
-    rule = load_profile(IDEFICS3).vision
+    rule = _rule(IDEFICS3, changes)
     return Family(
         "idefics3",
         rule,
@@ -260,8 +275,8 @@ def _idefics3_family() -> Family:
     )
 
 
-def _smolvlm_family() -> Family:
-    pre = _preprocessor(SMOLVLM)
+def _smolvlm_family(changes: dict[str, Any] | None = None) -> Family:
+    pre = _preprocessor(SMOLVLM) | (changes or {})
     image_processor = SmolVLMImageProcessorPil(
         size=pre["size"], max_image_size=pre["max_image_size"]
     )
@@ -287,7 +302,7 @@ def _smolvlm_family() -> Family:
         )
         return count_tokens(prompt)
 
-    rule = load_profile(SMOLVLM).vision
+    rule = _rule(SMOLVLM, changes)
     return Family(
         "smolvlm2",
         rule,
@@ -328,7 +343,8 @@ def _llama4_canvas_functions() -> SimpleNamespace:
         "defaultdict": defaultdict,
         "lru_cache": lru_cache,
     }
-    exec(compile(ast.Module(body=functions, type_ignores=[]), module_path, "exec"), namespace)  # noqa: S102 - transformers' own source, from the installed package
+    code = compile(ast.Module(body=functions, type_ignores=[]), module_path, "exec")
+    exec(code, namespace)  # noqa: S102 - transformers' own source, read from the installed package
     return SimpleNamespace(**{name: namespace[name] for name in wanted})
 
 
@@ -359,8 +375,8 @@ class _Llama4CanvasProcessor(BaseImageProcessor):  # type: ignore[misc]
         return BatchFeature({"pixel_values": tiles, "aspect_ratios": ratios})
 
 
-def _llama4_family() -> Family:
-    pre = _preprocessor(LLAMA4)
+def _llama4_family(changes: dict[str, Any] | None = None) -> Family:
+    pre = _preprocessor(LLAMA4) | (changes or {})
     specials = ["<|image|>", "<|image_start|>", "<|image_end|>", "<|patch|>"]
     specials += ["<|tile_x_separator|>", "<|tile_y_separator|>"]
     canvas = _Llama4CanvasProcessor(pre["size"], pre["max_patches"], pre["resize_to_max_canvas"])
@@ -377,7 +393,7 @@ def _llama4_family() -> Family:
         inputs = {"pixel_values": tile_shape, "aspect_ratios": [canvas.ratios(width, height)]}
         return count_tokens(processor.replace_image_token(inputs, image_idx=0))
 
-    rule = load_profile(LLAMA4).vision
+    rule = _rule(LLAMA4, changes)
     return Family(
         "llama4",
         rule,
@@ -401,7 +417,7 @@ def _anyres_extremes(pinpoints: list[list[int]], tile: int) -> tuple[Size, ...]:
     """Each pinpoint and its neighbours, tiles, and aspect ratios far past every pinpoint."""
     sizes: list[Size] = []
     for height, width in pinpoints:
-        sizes += _around(width, height) + [(width * 3, height * 3), (width // 2, height // 2)]
+        sizes += [*_around(width, height), (width * 3, height * 3), (width // 2, height // 2)]
     sizes += _around(tile, tile) + _around(tile // 2, tile // 4) + _around(tile // 4, tile // 2)
     for long_side in (1_000, 5_000, MAX_SIDE_PX):
         for short_side in (1, 2, 3, 7, 50, 333):
@@ -568,9 +584,7 @@ def test_rule_and_size_only_count_match_the_processor_run_on_real_images(family:
 
 @pytest.mark.parametrize("family_id", ["idefics3", "smolvlm2"])
 @pytest.mark.parametrize("size", [(1, 1), (10, 10), (64, 48), (300, 300), (20, 15)], ids=str)
-def test_small_images_cost_as_much_as_large_ones_of_their_shape(
-    family_id: str, size: Size
-) -> None:
+def test_small_images_cost_as_much_as_large_ones_of_their_shape(family_id: str, size: Size) -> None:
     family = BY_ID[family_id]
     image = Image.new("RGB", size, (200, 10, 10))
     predicted = family.rule.image_tokens(*size).tokens
@@ -633,6 +647,83 @@ def test_tile_rules_have_no_pixel_knob_describe_themselves_and_add_no_wrapper(
     assert family.rule.image_tokens(640, 480).wrapper_tokens == 0
 
 
+_ANYRES_MAX_4 = {"vision_aspect_ratio": "anyres_max_4"}
+_SMOLVLM_512 = {"size": {"longest_edge": 2048}, "max_image_size": {"longest_edge": 512}}
+VARIANTS: list[tuple[str, Callable[[dict[str, Any]], Family], dict[str, Any]]] = [
+    ("llava-next-full-strategy", _llava_next_family, {"vision_feature_select_strategy": "full"}),
+    ("llava-onevision-anyres-max-4", _llava_onevision_family, _ANYRES_MAX_4),
+    ("internvl-2-to-6-tiles", _internvl_family, {"min_patches": 2, "max_patches": 6}),
+    ("internvl-one-tile", _internvl_family, {"max_patches": 1}),
+    ("idefics3-past-4096-px", _idefics3_family, {"size": {"longest_edge": 16 * 364}}),
+    ("idefics3-no-splitting", _idefics3_family, {"do_image_splitting": False}),
+    ("smolvlm-512-px-crops", _smolvlm_family, _SMOLVLM_512 | {"image_seq_len": 64}),
+    ("llama4-4-tiles", _llama4_family, {"max_patches": 4}),
+    ("llama4-max-canvas", _llama4_family, {"resize_to_max_canvas": True}),
+]
+
+
+@pytest.mark.parametrize(("variant", "build", "changes"), VARIANTS, ids=[v[0] for v in VARIANTS])
+def test_rule_follows_non_default_processor_values_as_the_processor_does(
+    variant: str, build: Callable[[dict[str, Any]], Family], changes: dict[str, Any]
+) -> None:
+    family = build(changes)
+    assert family.rule != BY_ID[family.id].rule, "the changed values were not read"
+    sizes = [*COMMON_EXTREMES, *family.extremes, *RANDOM_SIZES[:300]]
+    mismatches = []
+    for size in sizes:
+        expected = _outcome(lambda s=size: family.cheap_tokens(*s))
+        predicted = _rule_outcome(family.rule, size)
+        if predicted != expected:
+            mismatches.append(f"{size[0]}x{size[1]}: sidecar {predicted}, processor {expected}")
+    assert not mismatches, _mismatch_report(mismatches, len(sizes))
+    image = Image.new("RGB", (1_234, 567), (9, 9, 9))
+    assert family.rule.image_tokens(*image.size).tokens == family.full_tokens(image)
+
+
+def _without(mapping: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {key: value for key, value in mapping.items() if key not in keys}
+
+
+@pytest.mark.parametrize(
+    ("model", "drop_config", "drop_preprocessor"),
+    [
+        (LLAVA_NEXT, (), ("size", "crop_size", "patch_size")),
+        (LLAVA_ONEVISION, (), ("size", "num_image_tokens", "vision_aspect_ratio")),
+        (INTERNVL, ("image_seq_length",), ("image_seq_length", "size")),
+        (IDEFICS3, (), ("image_seq_len",)),
+        (SMOLVLM, (), ("image_seq_len",)),
+        (LLAMA4, (), ("size", "patch_size", "pixel_shuffle_ratio")),
+    ],
+    ids=lambda v: v.split("/")[1] if isinstance(v, str) else None,
+)
+def test_rule_derives_values_missing_from_the_processor_files_from_config_json(
+    model: str, drop_config: tuple[str, ...], drop_preprocessor: tuple[str, ...]
+) -> None:
+    config = _without(BUILTIN_MODELS[model].config, *drop_config)
+    model_type = config["model_type"]
+    preprocessor = _without(_preprocessor(model), *drop_preprocessor)
+    rule = VISION_RULES[model_type](model_type, config, preprocessor)
+    assert rule == load_profile(model).vision
+
+
+@pytest.mark.parametrize(
+    ("model", "changes", "message"),
+    [
+        (LLAVA_NEXT, {"image_grid_pinpoints": None}, "image_grid_pinpoints"),
+        (IDEFICS3, {"size": {}}, "longest_edge"),
+        (LLAMA4, {"size": {"height": 336, "width": 448}}, "square"),
+    ],
+    ids=lambda v: v.split("/")[1] if isinstance(v, str) and "/" in v else None,
+)
+def test_rule_refuses_processor_files_it_cannot_price(
+    model: str, changes: dict[str, Any], message: str
+) -> None:
+    config = _without(BUILTIN_MODELS[model].config, *changes)
+    model_type = config["model_type"]
+    with pytest.raises(ValueError, match=message):
+        VISION_RULES[model_type](model_type, config, _preprocessor(model) | changes)
+
+
 # -- downscale_size -----------------------------------------------------------------------------
 
 SIDES = st.integers(min_value=1, max_value=MAX_SIDE_PX)
@@ -666,7 +757,8 @@ def test_downscale_size_fits_both_caps_and_the_processor_agrees(
     assert tokens == family.cheap_tokens(new_width, new_height)
     assert max_tokens is None or tokens <= max_tokens
     assert max_pixels is None or new_width * new_height <= max_pixels
-    assert 1 <= new_width <= width and 1 <= new_height <= height
+    assert 1 <= new_width <= width
+    assert 1 <= new_height <= height
     fits = (max_tokens is None or original <= max_tokens) and (
         max_pixels is None or width * height <= max_pixels
     )
@@ -700,3 +792,41 @@ def test_downscale_size_lands_exactly_on_a_smaller_grid(
 def test_downscale_size_refuses_a_cap_below_the_cheapest_grid() -> None:
     with pytest.raises(UnsupportedImageSizeError, match="cannot be downscaled to 256 tokens"):
         BY_ID["internvl3"].rule.downscale_size(800, 600, max_tokens=256, max_pixels=None)
+
+
+# -- profiles -----------------------------------------------------------------------------------
+
+TILE_BUILTINS = [
+    LLAVA_NEXT,
+    LLAVA_ONEVISION,
+    *(f"OpenGVLab/InternVL3-{size}-hf" for size in ("1B", "2B", "8B", "14B", "38B", "78B")),
+    IDEFICS3,
+    SMOLVLM,
+    LLAMA4,
+]
+
+
+@pytest.mark.parametrize("name", TILE_BUILTINS, ids=lambda n: n.split("/")[1])
+def test_builtin_profile_equals_the_profile_of_its_model_directory(
+    name: str, tmp_path: Path
+) -> None:
+    entry = BUILTIN_MODELS[name]
+    (tmp_path / "config.json").write_text(json.dumps(entry.config))
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(entry.preprocessor))
+    from_directory, builtin = load_profile(str(tmp_path)), load_profile(name)
+    assert from_directory.vision == builtin.vision
+    assert from_directory.kv == builtin.kv
+    assert builtin.kv.bytes_per_token > 0
+    assert builtin.max_position_embeddings == from_directory.max_position_embeddings > 0
+
+
+def test_llama4_chunked_layers_hold_one_chunk_and_its_nope_layers_every_token() -> None:
+    kv = load_profile(LLAMA4).kv
+    kinds = {group.kind: group for group in kv.layer_groups}
+    assert set(kinds) == {AttentionKind.CHUNKED, AttentionKind.FULL}
+    chunked, full = kinds[AttentionKind.CHUNKED], kinds[AttentionKind.FULL]
+    assert (chunked.num_layers, chunked.window_tokens, full.num_layers) == (36, 8192, 12)
+    block = kv.block_size_tokens
+    assert kv.held_blocks(chunked, 100_000) == 8192 // block + 1
+    assert kv.held_blocks(full, 100_000) == 100_000 // block
+    assert kv.held_blocks(chunked, 1_000) == kv.held_blocks(full, 1_000)

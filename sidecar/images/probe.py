@@ -4,16 +4,25 @@ Invariants:
 
 * Pixel data is never decoded, and a base64 payload is decoded only where header bytes lie:
   a few KB from its start, plus small windows further on when a header points there (the
-  ``ByteSource`` types below decode on demand, widening their cached prefix geometrically).
+  byte sources below decode on demand, widening their cached prefix geometrically).
 * The size is the one vLLM's processor sees: frame 0 of an animation, after
   ``ImageOps.exif_transpose`` (EXIF orientations 5 to 8 swap width and height).
 * Every failure is an ``ImageError`` whose message tells the client what to fix; Pillow's
   exceptions, warnings and ``DecompressionBombError`` never escape.
+* Only the header is checked: data cut short inside its pixels still probes (vLLM fails on it
+  later), and ``probe_bytes`` works on a prefix, raising ``TruncatedImageError`` until the
+  prefix holds the whole header.
 
 JPEG, PNG, GIF, WebP and AVIF headers are read by ``header_parsers``; BMP, TIFF, HEIF, ICO,
 PSD, JPEG 2000 and anything the parsers find unusual are opened lazily by Pillow itself, over
 the same on-demand source. Pillow's global ``MAX_IMAGE_PIXELS`` is left alone: the plugin
 classes are called directly, so its bomb check never runs, and ``max_image_pixels`` is ours.
+pillow-heif's opener is registered with Pillow once, when the first HEIF image arrives.
+Pillow's warnings are muted around Pillow calls with ``warnings.catch_warnings``, which is
+process-wide: a warning another thread raises at that moment is muted too.
+
+Known difference from vLLM: a PNG ``eXIf`` chunk placed after the pixel data is not seen
+(vLLM's ``exif_transpose`` finds it only after loading the pixels).
 """
 
 from __future__ import annotations
@@ -54,7 +63,7 @@ from sidecar.errors import (
 from sidecar.images import header_parsers as hp
 
 DEFAULT_MAX_IMAGE_PIXELS = 178_956_970  # Pillow's bomb limit (2 x MAX_IMAGE_PIXELS) = vLLM's
-SUPPORTED = "JPEG, PNG, WebP, GIF, BMP, TIFF, AVIF, HEIF, ICO, PSD or JPEG 2000"
+SUPPORTED_FORMATS = "JPEG, PNG, WebP, GIF, BMP, TIFF, AVIF, HEIF, ICO, PSD or JPEG 2000"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +78,7 @@ class ImageHeader:
 
     @property
     def pixels(self) -> int:
+        """Width times height."""
         return self.width_px * self.height_px
 
 
@@ -406,7 +416,8 @@ def _sniff(head: bytes, size: int) -> str:
     if size < 16 and len(head) >= 2 and _starts_a_signature(head):
         raise TruncatedImageError(f"the image is truncated: only {size} bytes were sent")
     raise NotAnImageError(
-        f"the data is not an image in a supported format ({SUPPORTED}); it starts {head[:8]!r}"
+        f"the data is not an image in a supported format ({SUPPORTED_FORMATS}); "
+        f"it starts {head[:8]!r}"
     )
 
 

@@ -1,7 +1,8 @@
 """Learn a remote image's size from its first bytes without becoming an SSRF proxy.
 
 Used when ``SIDECAR_REMOTE_IMAGES=probe``. A probe is a short series of GETs carrying
-``Range: bytes=0-N``. After each window the bytes go to ``images.probe.probe_bytes``. On
+``Range: bytes=0-N``. After each window the bytes go to a parser: ``images.probe.probe_bytes``
+for images, ``video.probe.probe_video_prefix`` for videos (``probe_prefix``). On
 ``TruncatedImageError`` the window grows x4, up to ``max_bytes``.
 
 Invariants:
@@ -43,6 +44,7 @@ import string
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
+from typing import Generic, TypeVar
 
 import aiohttp
 from aiohttp import hdrs
@@ -54,6 +56,7 @@ from sidecar.images.probe import ImageHeader, probe_bytes
 
 IPAddress = IPv4Address | IPv6Address
 Resolver = Callable[[str, int], Awaitable[list[str]]]
+T = TypeVar("T")
 
 _SCHEMES = frozenset({"http", "https"})
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -159,6 +162,17 @@ class RemoteImageProber:
 
     async def probe(self, url: str) -> ImageHeader:
         """The image header at ``url``, fetching no more than ``policy.max_bytes``."""
+        return await self.probe_prefix(url, self._image_header)
+
+    async def probe_prefix(
+        self, url: str, parse: Callable[[bytes], T], *, noun: str = "image"
+    ) -> T:
+        """``parse`` of the shortest prefix of ``url`` it accepts, under the same policy.
+
+        ``parse`` raises ``TruncatedImageError`` to ask for a longer prefix; any exception that
+        is not an ``ImageError`` ends the probe and propagates unchanged. ``noun`` names the
+        media in messages (``remote video <url>: ...``).
+        """
         if self._closed:
             raise RuntimeError("RemoteImageProber is closed")
         pins = _PinnedResolver()
@@ -170,7 +184,7 @@ class RemoteImageProber:
             trust_env=False,
             timeout=aiohttp.ClientTimeout(),  # no aiohttp deadlines: the probe has one of its own
         ) as session:
-            run = _ProbeRun(self, session, pins, url)
+            run = _ProbeRun(self, session, pins, url, parse, noun)
             try:
                 async with asyncio.timeout(self.policy.timeout_seconds):
                     return await run.probe()
@@ -182,6 +196,9 @@ class RemoteImageProber:
     async def close(self) -> None:
         """Refuse further probes; connections belong to each probe and are already closed."""
         self._closed = True
+
+    def _image_header(self, data: bytes) -> ImageHeader:
+        return probe_bytes(data, max_image_pixels=self.policy.max_image_pixels)
 
     def _host_allowed(self, host: str, literal: IPAddress | None) -> bool:
         if not (self._allowed_ips or self._allowed_domains):
@@ -224,7 +241,7 @@ class _PinnedResolver(AbstractResolver):
         """Nothing to release."""
 
 
-class _ProbeRun:
+class _ProbeRun(Generic[T]):
     """The state of one probe: where it started, where it is, and how much it may read."""
 
     def __init__(
@@ -233,8 +250,12 @@ class _ProbeRun:
         session: aiohttp.ClientSession,
         pins: _PinnedResolver,
         url: str,
+        parse: Callable[[bytes], T],
+        noun: str,
     ) -> None:
         self.prober = prober
+        self.parse = parse
+        self.noun = noun
         self.policy = prober.policy
         self.session = session
         self.pins = pins
@@ -246,7 +267,7 @@ class _ProbeRun:
         hop = ""
         if self.redirected_to is not None:
             hop = f" (redirected to {_shown(str(self.redirected_to))})"
-        return f"remote image {_shown(self.original)}{hop}: {reason}"
+        return f"remote {self.noun} {_shown(self.original)}{hop}: {reason}"
 
     def refused(self, reason: str) -> RemoteImageRefusedError:
         return RemoteImageRefusedError(self._where(reason))
@@ -254,7 +275,7 @@ class _ProbeRun:
     def fetch_error(self, reason: str) -> RemoteImageFetchError:
         return RemoteImageFetchError(self._where(reason))
 
-    async def probe(self) -> ImageHeader:
+    async def probe(self) -> T:
         try:
             url = URL(self.original)
         except (ValueError, TypeError):
@@ -328,7 +349,7 @@ class _ProbeRun:
         except (ValueError, TypeError):
             raise self.refused(f"redirect to an invalid URL {_shown(location)}") from None
 
-    async def _read(self, resp: aiohttp.ClientResponse) -> ImageHeader | None:
+    async def _read(self, resp: aiohttp.ClientResponse) -> T | None:
         """The header, or None when the window has grown and must be asked for again."""
         if resp.status not in (200, 206):
             raise self.fetch_error(f"the image server answered HTTP {resp.status}")
@@ -345,7 +366,7 @@ class _ProbeRun:
             else:
                 complete = len(data) < self.window or resp.content.at_eof()
             try:
-                return probe_bytes(bytes(data), max_image_pixels=self.policy.max_image_pixels)
+                return self.parse(bytes(data))
             except TruncatedImageError as exc:
                 if complete:
                     raise TruncatedImageError(self._where(exc.message)) from None

@@ -106,6 +106,7 @@ def make_state(
         ),
     )
     state.watch_ledger()
+    state.metrics.watch_engine(lambda: state.engine_facts, lambda: state.saturation.saturated)
     _export_configuration(state)
     return state
 

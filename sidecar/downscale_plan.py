@@ -91,11 +91,13 @@ def _plan_resize(
 ) -> DownscalePlan | str:
     fixed_tokens = sum(i.tokens.tokens for i in prediction.images if not i.resizable)
     resizable = [i.tokens.tokens for i in prediction.images if i.resizable]
+    if not prediction.images:
+        return "the request has no images to shrink, and videos are never downscaled"
     if not resizable:
         return "the request's images are URLs, which cannot be rewritten in place"
-    level = _water_level(resizable, allowance - fixed_tokens)
     if allowance - fixed_tokens < 0:
-        return "images given as URLs alone exceed the budget"
+        return "what cannot be downscaled (URL images, videos, text) alone exceeds the budget"
+    level = _water_level(resizable, allowance - fixed_tokens)
     images: list[ImageCost] = []
     resizes: list[ImageResize] = []
     for image in prediction.images:

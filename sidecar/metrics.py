@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from sidecar.admission import Reason
 from sidecar.budgets import Budgets
+from sidecar.discovery import EngineFacts
 
 Buckets = Sequence[float]
 
@@ -105,6 +106,8 @@ class RouteSeries:
     observed_prompt_tokens: Histogram
     usage_predicted_prompt_tokens: Counter
     prompt_tokens_error: Histogram
+    image_tokens_error: Histogram
+    text_tokens_error: Histogram
     overhead_seconds: Histogram
     upstream_first_byte_seconds: Histogram
     request_duration_seconds: Histogram
@@ -239,6 +242,20 @@ class Metrics:
             route,
             ERROR_TOKEN_BUCKETS,
         )
+        self.image_tokens_error = histogram(
+            "image_tokens_prediction_error",
+            "Observed minus predicted image tokens, from vLLM's "
+            "prompt_tokens_details.multimodal_tokens (--enable-prompt-tokens-details).",
+            route,
+            ERROR_TOKEN_BUCKETS,
+        )
+        self.text_tokens_error = histogram(
+            "text_tokens_prediction_error",
+            "Observed minus predicted prompt tokens that are not image tokens; needs "
+            "--enable-prompt-tokens-details.",
+            route,
+            ERROR_TOKEN_BUCKETS,
+        )
         self.overhead_seconds = histogram(
             "overhead_seconds",
             "Arrival to upstream send, queue wait excluded.",
@@ -271,6 +288,22 @@ class Metrics:
             "model_max_image_tokens", "Tokens of the model's largest image."
         )
         self.profile = Info(PREFIX + "model", "The active model profile.", registry=registry)
+        self.engine_max_model_len = gauge(
+            "engine_max_model_len", "max_model_len read from vLLM's /v1/models; 0: not yet read."
+        )
+        self.engine_kv_capacity_tokens = gauge(
+            "engine_kv_capacity_tokens",
+            "vLLM's KV pool in tokens (num_gpu_blocks x block_size); 0: not yet read.",
+        )
+        self.engine_kv_cache_usage = gauge(
+            "engine_kv_cache_usage", "vllm:kv_cache_usage_perc at the last poll, 0 to 1."
+        )
+        self.engine_requests_waiting = gauge(
+            "engine_requests_waiting", "vllm:num_requests_waiting at the last poll."
+        )
+        self.engine_saturated = gauge(
+            "engine_saturated", "1 while new requests are held because vLLM is saturated."
+        )
 
         self._routes = {name: self._route_series(name) for name in ROUTES}
         self._images = {
@@ -297,6 +330,8 @@ class Metrics:
             self.inflight_requests, self.inflight_kv_bytes, self.kv_budget_bytes,
             self.queue_depth, self.queue_timeout_seconds, self.queue_max_depth,
             self.profile_kv_bytes_per_token, self.profile_max_image_tokens,
+            self.engine_max_model_len, self.engine_kv_capacity_tokens,
+            self.engine_kv_cache_usage, self.engine_requests_waiting, self.engine_saturated,
             *self.budgets.values(),
         ):  # fmt: skip
             metric.labels(model)
@@ -318,6 +353,8 @@ class Metrics:
             observed_prompt_tokens=self.observed_prompt_tokens.labels(model, route),
             usage_predicted_prompt_tokens=self.usage_predicted_prompt_tokens.labels(model, route),
             prompt_tokens_error=self.prompt_tokens_error.labels(model, route),
+            image_tokens_error=self.image_tokens_error.labels(model, route),
+            text_tokens_error=self.text_tokens_error.labels(model, route),
             overhead_seconds=self.overhead_seconds.labels(model, route),
             upstream_first_byte_seconds=self.upstream_first_byte_seconds.labels(model, route),
             request_duration_seconds=self.request_duration_seconds.labels(model, route),
@@ -365,6 +402,26 @@ class Metrics:
             gauge.labels(model).set_function(_budget_reader(budgets, name))
         self.queue_timeout_seconds.labels(model).set(queue_timeout_seconds)
         self.queue_max_depth.labels(model).set(max_queue_depth)
+
+    def watch_engine(
+        self, facts: Callable[[], EngineFacts | None], saturated: Callable[[], bool]
+    ) -> None:
+        """Export what discovery last read from vLLM, at each scrape."""
+        model = self.model
+
+        def reader(name: str) -> Callable[[], float]:
+            def read() -> float:
+                current = facts()
+                value = getattr(current, name) if current is not None else None
+                return float(value or 0)
+
+            return read
+
+        self.engine_max_model_len.labels(model).set_function(reader("max_model_len"))
+        self.engine_kv_capacity_tokens.labels(model).set_function(reader("kv_capacity_tokens"))
+        self.engine_kv_cache_usage.labels(model).set_function(reader("kv_cache_usage_perc"))
+        self.engine_requests_waiting.labels(model).set_function(reader("num_requests_waiting"))
+        self.engine_saturated.labels(model).set_function(lambda: float(saturated()))
 
 
 def _budget_reader(budgets: Callable[[], Budgets], name: str) -> Callable[[], float]:

@@ -126,6 +126,10 @@ class RequestRecord:
                 series.prompt_tokens_error.observe(
                     self.usage.prompt_tokens - forwarded.prompt_tokens
                 )
+                split = prediction_error_split(self.usage, forwarded)
+                if split is not None:
+                    series.image_tokens_error.observe(split[0])
+                    series.text_tokens_error.observe(split[1])
         logger.info("request.finished", **self._log_fields(now))
 
     def _log_fields(self, now: float) -> dict[str, Any]:

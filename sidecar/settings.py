@@ -139,7 +139,9 @@ class Settings(BaseSettings):
     remote_image_allowed_domains: Annotated[list[str], NoDecode] = Field(default_factory=list)
     remote_image_max_bytes: ByteSize = Field(ByteSize(2**20), description="Header fetch cap.")
     remote_image_timeout_seconds: PositiveFloat = Field(5.0)
-    video_tokens_per_item: NonNegativeInt = Field(16_384, description="Allowance per video.")
+    video_tokens_per_item: NonNegativeInt = Field(
+        16_384, description="Allowance per video that cannot be priced exactly."
+    )
     audio_tokens_per_item: NonNegativeInt = Field(1_500, description="Allowance per audio.")
     default_output_tokens: PositiveInt = Field(
         1024, description="Output tokens assumed when the request sets no max_tokens."

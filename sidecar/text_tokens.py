@@ -76,9 +76,7 @@ class PromptCounter:
             special_tokens=special,
         )
 
-    def chat_prompt_tokens(
-        self, skeleton: Mapping[str, Any], images: Sequence[ImageTokens]
-    ) -> int:
+    def chat_prompt_tokens(self, skeleton: Mapping[str, Any], images: Sequence[ImageTokens]) -> int:
         """Prompt tokens of a chat request, images expanded to their predicted counts."""
         messages = skeleton.get("messages")
         if not isinstance(messages, list):

@@ -14,8 +14,8 @@ from structlog.testing import capture_logs
 
 from sidecar.discovery import EngineFacts, parse_engine_metrics, parse_models
 from sidecar.server import RunningSidecar
-from sidecar.standin import StandinConfig, StandinServer, start_standin
-from tests.conftest import SidecarFactory
+from sidecar.standin import StandinConfig, StandinServer, run_standin, start_standin
+from tests.conftest import QWEN, SidecarFactory
 from tests.imaging import chat_body, jpeg_uri
 
 QWEN_KV_BYTES_PER_TOKEN = 57_344  # Qwen2.5-VL-7B, bf16
@@ -227,3 +227,47 @@ async def test_stream_usage_the_client_asked_for_is_left_alone(
         text = await response.read()
     assert standin.requests[-1].body == raw
     assert b'"choices":[],"usage"' in text
+
+
+async def test_discovered_engine_facts_are_exported(
+    make_sidecar: SidecarFactory, standin: StandinServer
+) -> None:
+    standin.set_cache_config(num_gpu_blocks=1000, block_size=16, max_model_len=8192)
+    standin.set_load(kv_cache_usage_perc=0.5, num_requests_waiting=3)
+    sidecar = await make_sidecar(engine_poll_seconds=0.05)
+    await eventually(lambda: sidecar.state.engine_facts is not None)
+    registry = sidecar.state.extra["registry"]
+    labels = {"model": QWEN}
+    assert registry.get_sample_value("vlm_sidecar_engine_kv_capacity_tokens", labels) == 16_000
+    assert registry.get_sample_value("vlm_sidecar_engine_max_model_len", labels) == 8192
+    assert registry.get_sample_value("vlm_sidecar_engine_kv_cache_usage", labels) == 0.5
+    assert registry.get_sample_value("vlm_sidecar_engine_requests_waiting", labels) == 3
+    assert registry.get_sample_value("vlm_sidecar_engine_saturated", labels) == 0
+
+
+async def test_prediction_error_is_split_into_image_and_text_parts(
+    make_sidecar: SidecarFactory, session: aiohttp.ClientSession
+) -> None:
+    image_tokens = 391  # what vLLM would report for the 640x480 image below
+    config = StandinConfig(
+        enable_prompt_tokens_details=True,
+        image_tokens_fn=lambda body: image_tokens + 10,
+        prompt_tokens_fn=lambda body: 500,
+    )
+    async with run_standin(config) as upstream:
+        sidecar = await make_sidecar(upstream_url=upstream.url, engine_poll_seconds=0)
+        url = f"http://127.0.0.1:{sidecar.port}/v1/chat/completions"
+        with capture_logs() as logs:
+            async with session.post(url, json=chat_body(jpeg_uri(640, 480), max_tokens=4)) as r:
+                predicted = int(r.headers["x-vlm-sidecar-prompt-tokens"])
+    finished = next(e for e in logs if e["event"] == "request.finished")
+    assert finished["image_tokens_error"] == 10
+    assert finished["text_tokens_error"] == 500 - predicted - 10
+    registry = sidecar.state.extra["registry"]
+    labels = {"model": QWEN, "route": "chat_completions"}
+    # Histograms with negative buckets have no _sum: the 10 lands in the (8, 16] bucket.
+    name = "vlm_sidecar_image_tokens_prediction_error"
+    assert registry.get_sample_value(f"{name}_bucket", {**labels, "le": "8.0"}) == 0
+    assert registry.get_sample_value(f"{name}_bucket", {**labels, "le": "16.0"}) == 1
+    text_name = "vlm_sidecar_text_tokens_prediction_error"
+    assert registry.get_sample_value(f"{text_name}_count", labels) == 1

@@ -37,8 +37,8 @@ test: $(STAMP) tools $(PROMETHEUS_STAMP)
 	$(BIN)/pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check sidecar tests bench dashboards deploy
-	$(BIN)/ruff format --check sidecar tests bench dashboards deploy
+	$(BIN)/ruff check sidecar tests bench dashboards deploy fuzz
+	$(BIN)/ruff format --check sidecar tests bench dashboards deploy fuzz
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -47,6 +47,16 @@ check: lint typecheck test
 
 bench: $(STAMP)
 	$(BIN)/python bench/probe.py
+	$(BIN)/python bench/downscale.py
+	$(BIN)/python bench/proxy.py
+
+# Hypothesis (FUZZ_EXAMPLES per test, >100,000 cases in all) and atheris; results in docs/reliability.md.
+fuzz: $(STAMP)
+	$(BIN)/python -m fuzz.run
+
+# A real sidecar process under 200 clients for 60 s, with faults; SOAK_ARGS="--duration 300" for more.
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -63,8 +63,8 @@ from multidict import CIMultiDict
 from PIL import Image
 
 from sidecar.admission import decide
+from sidecar.allocator import tune_allocator
 from sidecar.app import make_state
-from sidecar.images.base64_scan import Base64Scan
 from sidecar.images.probe import probe_base64, validate_base64
 from sidecar.kv_budget import KvBudget
 from sidecar.log import configure_logging, get_logger
@@ -78,6 +78,8 @@ from sidecar.upstream import RelayResult, forwardable_headers
 from sidecar.usage import Usage
 
 QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
+# Set by --glibc-defaults; read by the sidecar process, spawned after it is set.
+GLIBC_DEFAULTS_ENV = "VLM_BENCH_GLIBC_DEFAULTS"
 HOST = "127.0.0.1"
 CHAT = "/v1/chat/completions"
 TARGET_TEXT_ADDED_MS = 0.5
@@ -183,6 +185,8 @@ async def _serve(kind: str, conn: Connection, upstream_url: str) -> None:
             port = int(runner.addresses[0][1])
         else:
             log_to_devnull()
+            if GLIBC_DEFAULTS_ENV not in os.environ:
+                tune_allocator()  # as `vlm-sidecar serve` does
             settings = sidecar_settings(upstream_url)
             sidecar = await stack.enter_async_context(running_sidecar(settings))
             if kind == "sidecar-noop-metrics":
@@ -396,47 +400,30 @@ async def per_call_async_us(call: Callable[[], Awaitable[object]], calls: int) -
     return best * 1e6
 
 
-def scanned(body: bytes, read_bytes: int = 1 << 16) -> Base64Scan:
-    """The scan that reading ``body`` in ``read_bytes`` pieces leaves behind."""
-    scan = Base64Scan()
-    for start in range(0, len(body), read_bytes):
-        scan.feed(body[start : start + read_bytes])
-    return scan
-
-
 async def body_pieces(state: SidecarState, label: str, body: bytes) -> list[tuple[str, float]]:
-    """Parse, scan, validate, probe, price and decide one body."""
+    """Parse, validate, probe, price and decide one body."""
     parsed = parse_request_body(body, Route.CHAT)
-    scan = scanned(body)
-    prediction = await state.pricer.price(parsed, body, scan)
+    prediction = await state.pricer.price(parsed, body)
     size = f"{len(body) / 1e6:.2f} MB" if len(body) > 1e5 else f"{len(body)} B"
     rows = [
         (
             f"parse_request_body ({label}, {size})",
             per_call_us(lambda: parse_request_body(body, Route.CHAT)),
         ),
-        (
-            f"Base64Scan.feed, 64 KiB reads ({label}; overlaps the read)",
-            per_call_us(lambda: scanned(body)),
-        ),
     ]
     if parsed.images:
         payload = parsed.images[0].payload(body)
         rows += [
             (
-                f"validate_base64, whole payload ({label}; before Base64Scan)",
+                f"validate_base64, whole payload ({label})",
                 per_call_us(lambda: validate_base64(payload)),
             ),
             (f"probe_base64 ({label})", per_call_us(lambda: probe_base64(payload))),
-            (
-                f"Pricer.price without a scan ({label}; before)",
-                await per_call_async_us(lambda: state.pricer.price(parsed, body), 100),
-            ),
         ]
     rows += [
         (
-            f"Pricer.price after the scan ({label})",
-            await per_call_async_us(lambda: state.pricer.price(parsed, body, scan), 100),
+            f"Pricer.price ({label})",
+            await per_call_async_us(lambda: state.pricer.price(parsed, body), 100),
         ),
         (
             f"decide ({label})",
@@ -545,21 +532,24 @@ def downscale_check(runs: int) -> tuple[Check, str]:
     ), row
 
 
-async def profile_sidecar(image_body: bytes, text_body: bytes, requests: int) -> str:
-    """cProfile of the sidecar in this process, serving the image and text requests."""
-    async with run_standin(StandinConfig(served_model_name=QWEN, record_requests=False)) as up:
-        settings = sidecar_settings(up.url)
-        log_to_devnull()
-        async with running_sidecar(settings) as sidecar, aiohttp.ClientSession() as session:
-            url = f"http://{HOST}:{sidecar.port}{CHAT}"
-            for body in (image_body, text_body):
-                await one(session, url, body, False)
-            profiler = cProfile.Profile()
-            profiler.enable()
-            for _ in range(requests):
-                await one(session, url, image_body, False)
-                await one(session, url, text_body, False)
-            profiler.disable()
+async def profile_sidecar(
+    upstream_url: str, image_body: bytes, text_body: bytes, requests: int
+) -> str:
+    """cProfile of a sidecar in this process (the client too; vLLM's stand-in runs apart)."""
+    log_to_devnull()
+    async with (
+        running_sidecar(sidecar_settings(upstream_url)) as sidecar,
+        aiohttp.ClientSession() as session,
+    ):
+        url = f"http://{HOST}:{sidecar.port}{CHAT}"
+        for body in (image_body, text_body):
+            await one(session, url, body, False)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(requests):
+            await one(session, url, image_body, False)
+            await one(session, url, text_body, False)
+        profiler.disable()
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
     return out.getvalue()
@@ -609,6 +599,7 @@ async def run(quick: bool, profile: bool) -> int:
                 label: await metrics_cpu_share(session, sidecar, noop, body, int(400 * scale), 9)
                 for label, body in (("text chat", text), ("chat + 640x480 JPEG", small_image))
             }
+        profiled = await profile_sidecar(upstream.url, image, text, 40) if profile else ""
     finally:
         for server in (*proxies, upstream):
             server.stop()
@@ -617,7 +608,7 @@ async def run(quick: bool, profile: bool) -> int:
     print(
         f"Python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, uvloop, "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
-        f"glibc malloc {'tuned' if 'MALLOC_TRIM_THRESHOLD_' in os.environ else 'default'}; "
+        f"allocator: {allocator_setup()}; "
         "one request at a time for latency\n"
     )
     print(
@@ -665,21 +656,36 @@ async def run(quick: bool, profile: bool) -> int:
                 )
             )
 
-    print("\n| sidecar CPU per request | with metrics | no-op Metrics | metrics share |")
+    pieces = await piece_costs(text, image)
+    recorded = dict(pieces)
+    metrics_us = (
+        recorded["RequestRecord headers + finish: metrics, orjson (image)"]
+        - recorded["RequestRecord headers + finish: no-op Metrics, orjson (image)"]
+    )
+    print("\n| sidecar CPU per request | with metrics | no-op Metrics | two-process share |")
     print("|---|---:|---:|---:|")
     for label, (on, off, share) in cpu.items():
         print(f"| {label} | {on * 1e6:.0f} µs | {off * 1e6:.0f} µs | {share:+.1%} |")
-        checks.append(Check(f"(e) metrics share of CPU, {label}", share, TARGET_METRICS_SHARE, ""))
+        # The two-process difference is noisy on a shared machine; the check divides the
+        # in-process cost of recording one request's metrics by the sidecar's CPU per request.
+        checks.append(
+            Check(
+                f"(e) metrics share of CPU, {label} ({metrics_us:.1f} µs of {on * 1e6:.0f} µs)",
+                metrics_us / (on * 1e6),
+                TARGET_METRICS_SHARE,
+                "",
+            )
+        )
 
     print("\n| downscale | downscale_image | plain Pillow | speed-up |")
     print("|---|---:|---:|---:|")
-    check, row = downscale_check(5 if quick else 9)
+    check, row = downscale_check(5 if quick else 7)
     print(row)
     checks.append(check)
 
     print("\n| piece of one request (in-process) | µs per call |")
     print("|---|---:|")
-    for name, micros in await piece_costs(text, image):
+    for name, micros in pieces:
         print(f"| {name} | {micros:,.1f} |")
 
     print("\n| target | measured | limit | |")
@@ -692,12 +698,21 @@ async def run(quick: bool, profile: bool) -> int:
         bound = ">=" if check.at_least else "<="
         print(f"| {check.name} | {measured} | {bound} {limit} | {'ok' if check.ok else 'MISSED'} |")
 
-    if profile:
-        print("\n```\n" + await profile_sidecar(image, text, 40) + "```")
+    if profiled:
+        print(f"\n```\n{profiled}```")
     missed = [c.name for c in checks if not c.ok]
     if missed:
         print(f"\nMISSED: {'; '.join(missed)}", file=sys.stderr)
     return 1 if missed else 0
+
+
+def allocator_setup() -> str:
+    """Which servers run with which glibc malloc thresholds."""
+    if "MALLOC_TRIM_THRESHOLD_" in os.environ:
+        return "every server tuned by MALLOC_* (--tune-malloc)"
+    if GLIBC_DEFAULTS_ENV in os.environ:
+        return "glibc defaults everywhere (--glibc-defaults)"
+    return "sidecar tuned as shipped (sidecar/allocator.py), others glibc defaults"
 
 
 def small_jpeg() -> bytes:
@@ -713,9 +728,16 @@ def main() -> int:
     parser.add_argument(
         "--tune-malloc",
         action="store_true",
-        help="run the servers with glibc keeping freed memory (no page faults per large body)",
+        help="run every server with glibc keeping freed memory (the same allocator for all)",
+    )
+    parser.add_argument(
+        "--glibc-defaults",
+        action="store_true",
+        help="run the sidecar without its allocator tuning (glibc's defaults, as the bare proxy)",
     )
     arguments = parser.parse_args()
+    if arguments.glibc_defaults:
+        os.environ[GLIBC_DEFAULTS_ENV] = "1"
     if arguments.tune_malloc:  # inherited by the server processes, spawned after this
         os.environ |= {
             "MALLOC_MMAP_THRESHOLD_": str(64 << 20),

@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 import orjson
 
 from sidecar.errors import ImageError, VideoError
-from sidecar.images.base64_scan import Base64Scan
 from sidecar.images.probe import ImageHeader, probe_base64, split_data_uri, validate_base64
 from sidecar.images.refs import ImageRef, ImageSource, MediaItem
 from sidecar.images.remote import RemoteImageFetchError, RemoteImageProber
@@ -57,13 +56,8 @@ class Pricer:
     remote: RemoteImageProber | None
     prompt_counter: PromptCounter | None = None
 
-    async def price(
-        self, parsed: RequestBody, body: bytes, scan: Base64Scan | None = None
-    ) -> RequestPrediction:
-        """The request's predicted cost; raises ImageError or VideoError naming the bad item.
-
-        ``scan`` is what reading the body learnt about its base64 (see ``base64_scan``).
-        """
+    async def price(self, parsed: RequestBody, body: bytes) -> RequestPrediction:
+        """The request's predicted cost; raises ImageError or VideoError naming the bad item."""
         total = len(parsed.images)
         fetches = {
             ref.index: asyncio.create_task(self._probe_url(ref, total))
@@ -77,9 +71,7 @@ class Pricer:
             if self._readable(item)
         }
         try:
-            images = [
-                await self._price_image(ref, body, total, fetches, scan) for ref in parsed.images
-            ]
+            images = [await self._price_image(ref, body, total, fetches) for ref in parsed.images]
             videos = [
                 await self._price_video(item, number, len(videos_in), reads)
                 for number, item in enumerate(videos_in)
@@ -131,11 +123,10 @@ class Pricer:
         body: bytes,
         total: int,
         fetches: dict[int, asyncio.Task[ImageHeader]],
-        scan: Base64Scan | None,
     ) -> ImageCost:
         header: ImageHeader | None = None
         if ref.source is ImageSource.DATA:
-            header = self._probe_inline(ref, body, total, scan)
+            header = self._probe_inline(ref, body, total)
         elif ref.source is ImageSource.URL:
             if self.settings.remote_images is RemoteImages.REJECT:
                 raise ImageError(
@@ -240,15 +231,10 @@ class Pricer:
 
         return count
 
-    def _probe_inline(
-        self, ref: ImageRef, body: bytes, total: int, scan: Base64Scan | None
-    ) -> ImageHeader:
+    def _probe_inline(self, ref: ImageRef, body: bytes, total: int) -> ImageHeader:
         payload = ref.payload(body)
         try:
-            if scan is not None and ref.payload_copy is None and ref.payload_span is not None:
-                scan.validate(body, *ref.payload_span)
-            else:
-                validate_base64(payload)
+            validate_base64(payload)
             return probe_base64(payload, max_image_pixels=self.settings.max_decode_pixels)
         except ImageError as exc:
             raise exc.prefixed(f"image {ref.index + 1} of {total}") from None

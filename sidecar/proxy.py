@@ -26,7 +26,6 @@ from sidecar.errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
-from sidecar.images.base64_scan import Base64Scan
 from sidecar.kv_budget import Reservation
 from sidecar.request_body import RequestBody, Route, parse_request_body
 from sidecar.request_record import RequestRecord, bind_request
@@ -69,11 +68,10 @@ async def handle_inspected(request: web.Request) -> web.StreamResponse:
 async def _serve(
     request: web.Request, state: SidecarState, route: Route, record: RequestRecord
 ) -> web.StreamResponse:
-    scan = Base64Scan()
-    body = await read_body(request, state, scan)
+    body = await read_body(request, state)
     try:
         parsed = parse_request_body(body, route)
-        prediction = await state.pricer.price(parsed, body, scan)
+        prediction = await state.pricer.price(parsed, body)
     except InvalidRequestError as exc:
         if not state.shadow:
             raise
@@ -131,9 +129,8 @@ async def _serve(
         reservation.release()
 
 
-async def read_body(request: web.Request, state: SidecarState, scan: Base64Scan) -> bytes:
-    """The whole body, refused with 413 as soon as it passes the limit; ``scan`` checks its
-    base64 while the rest is still arriving."""
+async def read_body(request: web.Request, state: SidecarState) -> bytes:
+    """The whole body, refused with 413 as soon as it passes the limit."""
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
         raise InvalidRequestError(
@@ -155,7 +152,6 @@ async def read_body(request: web.Request, state: SidecarState, scan: Base64Scan)
                     raise BodyTooLargeError(
                         f"request body exceeds SIDECAR_MAX_BODY_BYTES ({limit:,} bytes)"
                     )
-                scan.feed(chunk)
                 chunks.append(chunk)
     except TimeoutError:
         raise RequestTimeoutError(

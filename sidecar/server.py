@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from sidecar.allocator import tune_allocator
 from sidecar.app import make_app, make_metrics_app
 from sidecar.images.remote import RemoteImageProber
 from sidecar.settings import Settings
@@ -108,6 +109,7 @@ def _bound_port(runner: web.AppRunner) -> int:
 
 async def serve_until_signalled(settings: Settings) -> None:
     """The ``serve`` command: run until SIGTERM or SIGINT, then drain."""
+    tuned = tune_allocator()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -120,6 +122,7 @@ async def serve_until_signalled(settings: Settings) -> None:
             upstream=str(settings.upstream_url),
             model=sidecar.state.profile.name,
             mode=settings.mode.value,
+            malloc_tuned=tuned,
         )
         await stop.wait()
         sidecar.state.logger.info("sidecar.draining", drain_seconds=settings.drain_seconds)

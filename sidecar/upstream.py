@@ -36,6 +36,7 @@ HOP_BY_HOP_HEADERS = frozenset(
 )
 
 ChunkObserver = Callable[[bytes], None]
+COALESCE_LIMIT_BYTES = 1 << 16
 
 
 class ChunkFilter(Protocol):
@@ -108,9 +109,13 @@ async def forward_and_relay(
     sent_at: float,
 ) -> web.StreamResponse:
     """Send to vLLM and stream its answer back; raises UpstreamError before the first byte."""
+    data: bytes | AsyncIterator[bytes | memoryview] | None = body
+    if isinstance(body, bytes) and len(body) > COALESCE_LIMIT_BYTES:
+        request_headers["Content-Length"] = str(len(body))
+        data = _in_two_writes(body)
     try:
         upstream = await session.request(
-            request.method, url, data=body, headers=request_headers, allow_redirects=False
+            request.method, url, data=data, headers=request_headers, allow_redirects=False
         )
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
         raise UpstreamTimeoutError(f"vLLM did not answer in time: {exc!s}") from exc
@@ -139,6 +144,17 @@ async def forward_and_relay(
             result.error = f"{type(exc).__name__}: {exc!s}"
             await _end_broken_stream(request, response, upstream)
     return response
+
+
+async def _in_two_writes(body: bytes) -> AsyncIterator[bytes | memoryview]:
+    """A large body as a small first write and the rest, without a copy.
+
+    aiohttp coalesces the headers with the first write of the body, and on Python before
+    3.12.9 it does so by joining them: for a 4 MB image that is a 4 MB copy per request.
+    """
+    view = memoryview(body)
+    yield view[:COALESCE_LIMIT_BYTES]
+    yield view[COALESCE_LIMIT_BYTES:]
 
 
 async def _relay_body(

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, cast, overload
 
+import pybase64
 from PIL import (
     AvifImagePlugin,
     BmpImagePlugin,
@@ -146,9 +147,17 @@ _VALIDATE_CHUNK = 1 << 18  # cache-sized pieces make bytes.translate about twice
 def validate_base64(payload: str | bytes | memoryview) -> None:
     """Raise ``NotBase64Error`` unless the whole payload is what vLLM's strict decoder accepts.
 
-    That is ``b64decode(payload, validate=True)``: only the base64 alphabet, a length that is a
-    multiple of 4, and at most two ``=`` of padding at the very end. About 3 GB/s.
+    That is ``pybase64.b64decode(payload, validate=True)``, the very call vLLM makes: only the
+    base64 alphabet, a length that is a multiple of 4, and ``=`` padding only at the end.
+    pybase64's SIMD decoder checks about 30 GB/s; the slower scan below only runs to explain
+    a refusal (which character, where).
     """
+    try:
+        pybase64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        pass
+    else:
+        return
     if isinstance(payload, str):
         if not payload.isascii():
             at = next(i for i, char in enumerate(payload) if not char.isascii())
@@ -174,6 +183,7 @@ def _validate(view: str | memoryview) -> None:
     stray = tail.translate(None, _ALPHABET)
     if stray:
         raise _bad_char(body_end + tail.find(stray[:1]), chr(stray[0]))
+    raise NotBase64Error("the image data is not valid base64: its '=' padding is misplaced")
 
 
 def _short_base64() -> NotBase64Error:

@@ -23,7 +23,8 @@ targets (``added`` is the sidecar's figure minus that of ``direct``, or of ``bar
     sidecar with a no-op ``Metrics``: at most 5 % of its CPU per request.
 
 It also times the pieces of one request in this process (parse, probe, decide, headers, the
-request's metrics and log line) to show where the time goes, and each proxy's CPU time per
+request's metrics and log line, exact text tokens from a chat template and tokenizer) to
+show where the time goes, and each proxy's CPU time per
 request. ``--profile`` adds a cProfile of the sidecar serving both requests in-process.
 
 Large bodies cost page faults: with glibc's defaults each 4 MB request maps and touches fresh
@@ -59,6 +60,7 @@ import orjson
 import structlog
 import uvloop
 from aiohttp import web
+from exact_tokens import exact_token_costs  # bench/exact_tokens.py, likewise
 from multidict import CIMultiDict
 from PIL import Image
 
@@ -464,6 +466,7 @@ async def piece_costs(text_body: bytes, image_body: bytes) -> list[tuple[str, fl
         (await ledger.acquire(1 << 20, 30)).release()
 
     rows.append(("KvBudget acquire + release", await per_call_async_us(reserve, 5_000)))
+    rows += exact_token_costs()
     image_parsed = parse_request_body(image_body, Route.CHAT)
     decision = decide(
         await state.pricer.price(image_parsed, image_body),

@@ -14,9 +14,10 @@ character estimate; README's model table says which.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +28,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
 from sidecar.vision import ImageTokens
+
+SEGMENT_CACHE_SIZE = 16_384  # distinct text stretches remembered; each is a few hundred bytes
 
 # model_type -> (placeholder token in the rendered prompt, vLLM's string-format placeholder)
 IMAGE_PLACEHOLDERS = {
@@ -49,9 +52,12 @@ class PromptCounter:
     template: jinja2.Template
     tokenizer: Tokenizer
     image_token_id: int
+    image_token: str
     string_placeholder: str
     openai_parts: bool
     special_tokens: Mapping[str, str]
+    added_tokens: re.Pattern[str] | None  # splits a prompt where the tokenizer splits it
+    segment_tokens: Callable[[str], int]  # memoised token count of one text segment
 
     @classmethod
     def from_model_dir(cls, directory: Path, model_type: str) -> PromptCounter | None:
@@ -67,13 +73,21 @@ class PromptCounter:
         image_token_id = tokenizer.token_to_id(placeholders[0])
         if image_token_id is None:
             return None
+
+        @functools.lru_cache(maxsize=SEGMENT_CACHE_SIZE)
+        def segment_tokens(text: str) -> int:
+            return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
         return cls(
             template=_environment().from_string(source),
             tokenizer=tokenizer,
             image_token_id=image_token_id,
+            image_token=placeholders[0],
             string_placeholder=placeholders[1],
             openai_parts=_PARTS_LOOP.search(source) is not None,
             special_tokens=special,
+            added_tokens=_added_token_splitter(tokenizer),
+            segment_tokens=segment_tokens,
         )
 
     def chat_prompt_tokens(self, skeleton: Mapping[str, Any], images: Sequence[ImageTokens]) -> int:
@@ -94,13 +108,28 @@ class PromptCounter:
             rendered = self.template.render(**context)
         except jinja2.TemplateError as exc:
             raise ChatTemplateError(str(exc)) from exc
-        ids = self.tokenizer.encode(rendered, add_special_tokens=False).ids
-        placeholders = ids.count(self.image_token_id)
+        total, placeholders = self._count(rendered)
         if placeholders != len(images):
             raise ChatTemplateError(
                 f"template rendered {placeholders} image placeholders for {len(images)} images"
             )
-        return len(ids) - placeholders + sum(image.tokens for image in images)
+        return total - placeholders + sum(image.tokens for image in images)
+
+    def _count(self, rendered: str) -> tuple[int, int]:
+        """Tokens of the rendered prompt and how many are image placeholders.
+
+        The tokenizer cuts the text at its added tokens before anything else and tokenizes
+        each stretch between them on its own, so the count is the sum over stretches. A chat
+        resends its history every turn: memoising each stretch makes a turn cost about its
+        new text instead of the whole conversation.
+        """
+        if self.added_tokens is None:
+            ids = self.tokenizer.encode(rendered, add_special_tokens=False).ids
+            return len(ids), ids.count(self.image_token_id)
+        pieces = self.added_tokens.split(rendered)
+        texts, added = pieces[0::2], pieces[1::2]
+        total = len(added) + sum(self.segment_tokens(text) for text in texts if text)
+        return total, added.count(self.image_token)
 
     def _message(self, message: Any) -> Any:
         if not isinstance(message, dict) or not isinstance(message.get("content"), list):
@@ -111,6 +140,19 @@ class PromptCounter:
         images = [self.string_placeholder for p in parts if p == {"type": "image"}]
         texts = [p["text"] for p in parts if p is not None and p.get("type") == "text"]
         return {**message, "content": "\n".join([*images, *texts])}
+
+
+def _added_token_splitter(tokenizer: Tokenizer) -> re.Pattern[str] | None:
+    """A pattern that cuts text where the tokenizer does, or None when that is not plain.
+
+    Added tokens that strip neighbouring spaces or match normalised text change their
+    neighbours; then the whole prompt is tokenized at once.
+    """
+    added = list(tokenizer.get_added_tokens_decoder().values())
+    if not added or any(t.lstrip or t.rstrip or t.normalized or t.single_word for t in added):
+        return None
+    contents = sorted((t.content for t in added), key=len, reverse=True)
+    return re.compile("(" + "|".join(re.escape(content) for content in contents) + ")")
 
 
 def _template_part(part: Any) -> dict[str, Any] | None:

@@ -212,3 +212,24 @@ async def test_requests_the_template_cannot_render_fall_back_to_the_estimate(
 
 def _raise(message: str) -> None:
     raise jinja2.exceptions.TemplateError(message)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n",
+        "no special tokens at all, just text with  double  spaces\nand lines",
+        "<|vision_start|><|image_pad|><|vision_end|><|vision_start|><|image_pad|><|vision_end|>",
+        "edge<|im_end|><|im_end|>  <|im_start|>",
+        "unicode: déjà vu — 東京 🚀<|im_end|>",
+        "",
+    ],
+    ids=["chat", "plain", "images", "adjacent", "unicode", "empty"],
+)
+def test_prompt_counter_counts_stretches_as_one_encode_does(model_dir: Path, text: str) -> None:
+    counter = PromptCounter.from_model_dir(model_dir, "qwen2_5_vl")
+    assert counter is not None
+    assert counter.added_tokens is not None
+    ids = counter.tokenizer.encode(text, add_special_tokens=False).ids
+    assert counter._count(text) == (len(ids), ids.count(counter.image_token_id))
+    assert counter._count(text) == (len(ids), ids.count(counter.image_token_id))  # memoised

@@ -1,0 +1,105 @@
+"""The per-request cost of exact text tokens: a chat template rendered and tokenized.
+
+Builds a Qwen2.5-VL model directory in a temporary folder (the shipped config values, a
+small byte-level BPE tokenizer trained here with Qwen-VL's special tokens, and the Qwen2-VL
+chat template the tests use), then times ``PromptCounter.chat_prompt_tokens`` on a short
+chat with one image and on a 40-turn conversation. Imported by ``bench/proxy.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import timeit
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from sidecar.builtin_models import BUILTIN_MODELS
+from sidecar.text_tokens import PromptCounter
+from sidecar.vision import ImageTokens
+
+QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
+TEMPLATE = Path(__file__).resolve().parent.parent / "tests/data/qwen2_vl_chat_template.jinja"
+SPECIAL_TOKENS = [
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+    "<|image_pad|>", "<|video_pad|>",
+]  # fmt: skip
+SENTENCE = "Describe what you see in the picture, then list every object and its colour. "
+
+
+def _model_dir(directory: Path) -> Path:
+    entry = BUILTIN_MODELS[QWEN]
+    (directory / "config.json").write_text(json.dumps(entry.config))
+    (directory / "preprocessor_config.json").write_text(json.dumps(entry.preprocessor))
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=2000,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train_from_iterator([SENTENCE * 4, "You are a helpful assistant."] * 200, trainer)
+    tokenizer.save(str(directory / "tokenizer.json"))
+    (directory / "chat_template.jinja").write_text(TEMPLATE.read_text())
+    return directory
+
+
+def _unique(seed: int, sentences: int) -> str:
+    """Text that differs from turn to turn, as a real conversation does."""
+    words = SENTENCE.split()
+    return " ".join(f"{words[(seed + i) % len(words)]}{seed}" for i in range(12 * sentences))
+
+
+def _chat(turns: int) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a helpful assistant."}]
+    for turn in range(turns):
+        content: list[dict[str, Any]] = [{"type": "text", "text": _unique(turn, 3)}]
+        if turn == 0:
+            content.insert(0, {"type": "image_url", "image_url": {"url": "<image 0>"}})
+        messages.append({"role": "user", "content": content})
+        if turn < turns - 1:
+            messages.append({"role": "assistant", "content": _unique(turns + turn, 2)})
+    return {"model": QWEN, "messages": messages}
+
+
+def exact_token_costs() -> list[tuple[str, float]]:
+    """Microseconds per call of exact prompt counting: cold, and a chat's next turn."""
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        counter = PromptCounter.from_model_dir(_model_dir(Path(folder)), "qwen2_5_vl")
+        if counter is None:
+            raise RuntimeError("the benchmark model directory did not give a PromptCounter")
+        images = [ImageTokens(tokens=1_222, wrapper_tokens=2)]
+        calls = 100
+        for label, turns in (("1 turn + 1 image", 1), ("40 turns + 1 image", 40)):
+            body = _chat(turns)
+            characters = len(json.dumps(body))
+
+            def cold(b: dict[str, Any] = body) -> None:
+                counter.segment_tokens.cache_clear()  # type: ignore[attr-defined]
+                counter.chat_prompt_tokens(b, images)
+
+            seconds = min(timeit.repeat(cold, number=calls, repeat=3))
+            rows.append(
+                (f"exact text tokens, cold ({label}, {characters:,} chars)", seconds / calls * 1e6)
+            )
+        history = _chat(40)
+        counter.chat_prompt_tokens(history, images)
+        turn = iter(range(10**9))
+
+        def next_turn() -> None:
+            text = _unique(1000 + next(turn), 3)
+            messages = [*history["messages"], {"role": "user", "content": text}]
+            counter.chat_prompt_tokens({**history, "messages": messages}, images)
+
+        seconds = min(timeit.repeat(next_turn, number=calls, repeat=3))
+        rows.append(
+            (
+                "exact text tokens, the 41st turn of that chat (history memoised)",
+                seconds / calls * 1e6,
+            )
+        )
+    return rows

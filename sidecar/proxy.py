@@ -216,6 +216,7 @@ async def _forward(
             chunk_filter=stripper,
             clock=time.perf_counter,
             sent_at=record.upstream_sent_at,
+            anthropic=request.path == "/v1/messages",
         )
     except UpstreamError as exc:
         record.upstream_error_kind = (

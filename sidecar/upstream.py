@@ -107,6 +107,7 @@ async def forward_and_relay(
     chunk_filter: ChunkFilter | None = None,
     clock: Callable[[], float],
     sent_at: float,
+    anthropic: bool = False,
 ) -> web.StreamResponse:
     """Send to vLLM and stream its answer back; raises UpstreamError before the first byte."""
     data: bytes | AsyncIterator[bytes | memoryview] | None = body
@@ -142,7 +143,7 @@ async def forward_and_relay(
             raise  # writing to the client failed: the client left, vLLM is not at fault
         except (aiohttp.ClientError, TimeoutError) as exc:
             result.error = f"{type(exc).__name__}: {exc!s}"
-            await _end_broken_stream(request, response, upstream)
+            await _end_broken_stream(request, response, upstream, anthropic=anthropic)
     return response
 
 
@@ -188,17 +189,30 @@ async def _relay_body(
     result.completed = True
 
 
+# What vLLM itself sends when a stream fails after its 200: an error event, then the end.
+BROKEN_STREAM_EVENT = (
+    b'data: {"error": {"message": "vLLM closed the stream early", '
+    b'"type": "Bad Gateway", "param": null, "code": 502}}\n\ndata: [DONE]\n\n'
+)
+# Anthropic's stream error event (its clients look for ``event: error``).
+ANTHROPIC_BROKEN_STREAM_EVENT = (
+    b'event: error\ndata: {"type": "error", "error": {"type": "api_error", '
+    b'"message": "vLLM closed the stream early"}}\n\n'
+)
+
+
 async def _end_broken_stream(
-    request: web.Request, response: web.StreamResponse, upstream: aiohttp.ClientResponse
+    request: web.Request,
+    response: web.StreamResponse,
+    upstream: aiohttp.ClientResponse,
+    *,
+    anthropic: bool,
 ) -> None:
     """vLLM broke off mid-answer: end an SSE stream with an error event, else drop the socket."""
     if not response.prepared:
         raise UpstreamError("vLLM closed the connection before answering")
     if upstream.headers.get("Content-Type", "").startswith("text/event-stream"):
-        event = (
-            b'data: {"error": {"message": "vLLM closed the stream early", '
-            b'"type": "Bad Gateway", "param": null, "code": 502}}\n\ndata: [DONE]\n\n'
-        )
+        event = ANTHROPIC_BROKEN_STREAM_EVENT if anthropic else BROKEN_STREAM_EVENT
         try:
             await response.write(event)
             await response.write_eof()

@@ -247,6 +247,20 @@ async def test_proxy_ends_a_stream_reset_mid_way_cleanly_with_vllms_error_event(
     assert ledger_is_idle(sidecar)
 
 
+async def test_proxy_ends_an_anthropic_stream_reset_mid_way_with_anthropics_error_event(
+    make_sidecar: SidecarFactory, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar(kv_budget_bytes="8GiB")
+    body = {**messages(), "stream": True}
+    reply = await post(session, sidecar, body, path=MESSAGES, headers=fault("reset-after=2"))
+    assert reply.status == 200
+    assert reply.body.endswith(
+        b'event: error\ndata: {"type": "error", "error": {"type": "api_error", '
+        b'"message": "vLLM closed the stream early"}}\n\n'
+    )
+    assert ledger_is_idle(sidecar)
+
+
 async def test_proxy_drops_the_connection_when_a_json_answer_is_cut_off(
     make_sidecar: SidecarFactory, session: aiohttp.ClientSession
 ) -> None:

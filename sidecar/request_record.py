@@ -71,10 +71,11 @@ class RequestRecord:
         headers = {"x-request-id": self.request_id, "x-vlm-sidecar-decision": self.decision}
         if self.shadow:
             headers["x-vlm-sidecar-mode"] = "shadow"
-        if self.prediction is not None:
-            headers["x-vlm-sidecar-visual-tokens"] = str(self.prediction.visual_tokens)
-            headers["x-vlm-sidecar-prompt-tokens"] = str(self.prediction.prompt_tokens)
-            headers["x-vlm-sidecar-kv-bytes"] = str(self.prediction.kv_bytes)
+        forwarded = self.forwarded  # in shadow mode: the request as sent, never the downscale
+        if forwarded is not None:
+            headers["x-vlm-sidecar-visual-tokens"] = str(forwarded.visual_tokens)
+            headers["x-vlm-sidecar-prompt-tokens"] = str(forwarded.prompt_tokens)
+            headers["x-vlm-sidecar-kv-bytes"] = str(forwarded.kv_bytes)
         return headers
 
     @property

@@ -129,3 +129,14 @@ async def test_shadow_still_refuses_a_body_over_max_body_bytes(
     reply = await post(session, sidecar, chat(text="x" * 2048))
     assert reply.status == 413
     assert standin.requests == []
+
+
+async def test_shadow_headers_price_the_request_as_forwarded_not_the_would_be_downscale(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar(
+        mode="shadow", max_image_tokens=1000, over_budget_action="downscale"
+    )
+    reply = await post(session, sidecar, chat(image_url_part(jpeg_uri(4032, 3024))))
+    assert reply.headers[DECISION] == "downscale"
+    assert reply.headers["x-vlm-sidecar-visual-tokens"] == "15552"  # the original photo's cost

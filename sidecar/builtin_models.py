@@ -55,16 +55,29 @@ class BuiltinModel:
     video_preprocessor: dict[str, Any] | None = None
 
 
-def _qwen2(
-    model_type: str, hidden: int, layers: int, heads: int, kv_heads: int, max_pos: int
+def _text_tower(
+    model_type: str,
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    positions: int,
 ) -> dict[str, Any]:
+    """A text tower's attention geometry as ``config.json`` spells it; merge other keys in."""
     return {
         "model_type": model_type,
         "hidden_size": hidden,
         "num_hidden_layers": layers,
         "num_attention_heads": heads,
         "num_key_value_heads": kv_heads,
-        "max_position_embeddings": max_pos,
+        "max_position_embeddings": positions,
+    }
+
+
+def _qwen2(
+    model_type: str, hidden: int, layers: int, heads: int, kv_heads: int, max_pos: int
+) -> dict[str, Any]:
+    return _text_tower(model_type, hidden, layers, heads, kv_heads, max_pos) | {
         "torch_dtype": "bfloat16",
         "use_sliding_window": False,
         # Qwen2-VL's file has no out_hidden_size (its vision "hidden_size" is the LM width); the
@@ -73,21 +86,22 @@ def _qwen2(
     }
 
 
-def _qwen3(hidden: int, layers: int, heads: int, kv_heads: int) -> dict[str, Any]:
-    return {
+def _qwen3(
+    hidden: int, layers: int, heads: int, kv_heads: int, parameter_count: int
+) -> BuiltinModel:
+    """A Qwen3-VL checkpoint: the shared processor files around its text tower's geometry."""
+    config = {
         "model_type": "qwen3_vl",
-        "text_config": {
-            "model_type": "qwen3_vl_text",
-            "hidden_size": hidden,
-            "num_hidden_layers": layers,
-            "num_attention_heads": heads,
-            "num_key_value_heads": kv_heads,
-            "head_dim": 128,
-            "max_position_embeddings": 262144,
-            "dtype": "bfloat16",
-        },
+        "text_config": _text_tower("qwen3_vl_text", hidden, layers, heads, kv_heads, 262144)
+        | {"head_dim": 128, "dtype": "bfloat16"},
         "vision_config": {"patch_size": 16, "spatial_merge_size": 2, "out_hidden_size": hidden},
     }
+    return BuiltinModel(
+        config,
+        _QWEN3_PREPROCESSOR,
+        parameter_count,
+        video_preprocessor=_QWEN3_VIDEO_PREPROCESSOR,
+    )
 
 
 # google/gemma-3-*-it preprocessor_config.json (Synthetica-AI/gemma-3-4b-it "Copy model
@@ -116,32 +130,29 @@ def _gemma3(hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int) 
         "model_type": "gemma3",
         "mm_tokens_per_image": 256,
         "torch_dtype": "bfloat16",
-        "text_config": {
-            "model_type": "gemma3_text",
-            "hidden_size": hidden,
-            "num_hidden_layers": layers,
-            "num_attention_heads": heads,
-            "num_key_value_heads": kv_heads,
-            "head_dim": head_dim,
-            "sliding_window": 1024,
-            "sliding_window_pattern": 6,
-            "max_position_embeddings": 131072,
-        },
+        "text_config": _text_tower("gemma3_text", hidden, layers, heads, kv_heads, 131072)
+        | {"head_dim": head_dim, "sliding_window": 1024, "sliding_window_pattern": 6},
         "vision_config": {"model_type": "siglip_vision_model", "image_size": 896, "patch_size": 14},
     }
 
 
 def _mistral_text(max_positions: int) -> dict[str, Any]:
     """Mistral Nemo 12B / Mistral Small 24B text tower: 40 layers, 8 KV heads of 128."""
-    return {
-        "model_type": "mistral",
-        "hidden_size": 5120,
-        "num_hidden_layers": 40,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
+    return _text_tower("mistral", 5120, 40, 32, 8, max_positions) | {
         "head_dim": 128,
-        "max_position_embeddings": max_positions,
         "sliding_window": None,
+    }
+
+
+def _pixtral_preprocessor(
+    patch_px: int, longest_edge_px: int, *, spatial_merge_size: int
+) -> dict[str, Any]:
+    """A Pixtral preprocessor config (``patch_size`` as the dict the processor file holds)."""
+    return {
+        "image_processor_type": "PixtralImageProcessor",
+        "patch_size": {"height": patch_px, "width": patch_px},
+        "size": {"longest_edge": longest_edge_px},
+        "spatial_merge_size": spatial_merge_size,
     }
 
 
@@ -167,20 +178,26 @@ def _internvl3(hidden: int, layers: int, heads: int, kv_heads: int) -> dict[str,
         "torch_dtype": "bfloat16",
         "downsample_ratio": 0.5,
         "image_seq_length": 256,
-        "text_config": {
-            "model_type": "qwen2",
-            "hidden_size": hidden,
-            "num_hidden_layers": layers,
-            "num_attention_heads": heads,
-            "num_key_value_heads": kv_heads,
-            "max_position_embeddings": 32768,
-            "use_sliding_window": False,
-        },
+        "text_config": _text_tower("qwen2", hidden, layers, heads, kv_heads, 32768)
+        | {"use_sliding_window": False},
         "vision_config": {
             "model_type": "internvl_vision",
             "image_size": [448, 448],
             "patch_size": [14, 14],
         },
+    }
+
+
+def _split_image_preprocessor(
+    processor_type: str, longest_edge_px: int, crop_px: int, image_seq_len: int
+) -> dict[str, Any]:
+    """An Idefics3-style preprocessor config: longest edge, square crops, tokens a crop."""
+    return {
+        "image_processor_type": processor_type,
+        "do_image_splitting": True,
+        "size": {"longest_edge": longest_edge_px},
+        "max_image_size": {"longest_edge": crop_px},
+        "image_seq_len": image_seq_len,
     }
 
 
@@ -190,15 +207,8 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             "model_type": "llava",
             "vision_feature_select_strategy": "default",
             "image_seq_length": 576,
-            "text_config": {
-                "model_type": "llama",
-                "hidden_size": 4096,
-                "num_hidden_layers": 32,
-                "num_attention_heads": 32,
-                "num_key_value_heads": 32,
-                "max_position_embeddings": 4096,
-                "torch_dtype": "float16",
-            },
+            "text_config": _text_tower("llama", 4096, 32, 32, 32, 4096)
+            | {"torch_dtype": "float16"},
             "vision_config": {"image_size": 336, "patch_size": 14},
         },
         preprocessor={
@@ -229,30 +239,10 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "Qwen/Qwen2.5-VL-72B-Instruct": BuiltinModel(
         _qwen2("qwen2_5_vl", 8192, 80, 64, 8, 128000), _QWEN2_PREPROCESSOR, 73_410_777_344
     ),
-    "Qwen/Qwen3-VL-2B-Instruct": BuiltinModel(
-        _qwen3(2048, 28, 16, 8),
-        _QWEN3_PREPROCESSOR,
-        2_127_532_032,
-        video_preprocessor=_QWEN3_VIDEO_PREPROCESSOR,
-    ),
-    "Qwen/Qwen3-VL-4B-Instruct": BuiltinModel(
-        _qwen3(2560, 36, 32, 8),
-        _QWEN3_PREPROCESSOR,
-        4_437_815_808,
-        video_preprocessor=_QWEN3_VIDEO_PREPROCESSOR,
-    ),
-    "Qwen/Qwen3-VL-8B-Instruct": BuiltinModel(
-        _qwen3(4096, 36, 32, 8),
-        _QWEN3_PREPROCESSOR,
-        8_767_123_696,
-        video_preprocessor=_QWEN3_VIDEO_PREPROCESSOR,
-    ),
-    "Qwen/Qwen3-VL-32B-Instruct": BuiltinModel(
-        _qwen3(5120, 64, 64, 8),
-        _QWEN3_PREPROCESSOR,
-        33_357_390_064,
-        video_preprocessor=_QWEN3_VIDEO_PREPROCESSOR,
-    ),
+    "Qwen/Qwen3-VL-2B-Instruct": _qwen3(2048, 28, 16, 8, 2_127_532_032),
+    "Qwen/Qwen3-VL-4B-Instruct": _qwen3(2560, 36, 32, 8, 4_437_815_808),
+    "Qwen/Qwen3-VL-8B-Instruct": _qwen3(4096, 36, 32, 8, 8_767_123_696),
+    "Qwen/Qwen3-VL-32B-Instruct": _qwen3(5120, 64, 64, 8, 33_357_390_064),
     # config.json: Synthetica-AI/gemma-3-4b-it ("Copy model google/gemma-3-4b-it"); public copies of
     # the 12B/27B text_config (12B: 3840/48/16/8, head_dim default 256; 27B: head_dim 128).
     "google/gemma-3-4b-it": BuiltinModel(_gemma3(2560, 34, 8, 4, 256), _GEMMA3_PREPROCESSOR),
@@ -269,12 +259,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             "text_config": _mistral_text(1024000),
             "vision_config": {"model_type": "pixtral", "image_size": 1024, "patch_size": 16},
         },
-        preprocessor={
-            "image_processor_type": "PixtralImageProcessor",
-            "patch_size": {"height": 16, "width": 16},
-            "size": {"longest_edge": 1024},
-            "spatial_merge_size": 1,
-        },
+        preprocessor=_pixtral_preprocessor(16, 1024, spatial_merge_size=1),
     ),
     # config.json: public Mistral-Small-3.1-24B-Instruct-2503 copies (spatial_merge_size 2,
     # vision image_size 1540, patch 14); preprocessor/processor: Mistral-Small-3.x siblings
@@ -287,12 +272,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             "text_config": _mistral_text(131072),
             "vision_config": {"model_type": "pixtral", "image_size": 1540, "patch_size": 14},
         },
-        preprocessor={
-            "image_processor_type": "PixtralImageProcessor",
-            "patch_size": {"height": 14, "width": 14},
-            "size": {"longest_edge": 1540},
-            "spatial_merge_size": 2,
-        },
+        preprocessor=_pixtral_preprocessor(14, 1540, spatial_merge_size=2),
     ),
     # config.json: public copies of the 11B-Vision config (text 4096/40 layers incl. cross-attention
     # layers [3, 8, ..., 38], 32 heads, 8 KV heads; vision 560 px, patch 14, 4 tiles).
@@ -301,15 +281,8 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
         config={
             "model_type": "mllama",
             "torch_dtype": "bfloat16",
-            "text_config": {
-                "model_type": "mllama_text_model",
-                "hidden_size": 4096,
-                "num_hidden_layers": 40,
-                "num_attention_heads": 32,
-                "num_key_value_heads": 8,
-                "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
-                "max_position_embeddings": 131072,
-            },
+            "text_config": _text_tower("mllama_text_model", 4096, 40, 32, 8, 131072)
+            | {"cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]},
             "vision_config": {
                 "model_type": "mllama_vision_model",
                 "image_size": 560,
@@ -327,14 +300,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
         config={
             "model_type": "glm4v",
             "torch_dtype": "bfloat16",
-            "text_config": {
-                "model_type": "glm4v_text",
-                "hidden_size": 4096,
-                "num_hidden_layers": 40,
-                "num_attention_heads": 32,
-                "num_key_value_heads": 2,
-                "max_position_embeddings": 65536,
-            },
+            "text_config": _text_tower("glm4v_text", 4096, 40, 32, 2, 65536),
             "vision_config": {
                 "model_type": "glm4v",
                 "patch_size": 14,
@@ -361,15 +327,8 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             "torch_dtype": "float16",
             "vision_feature_select_strategy": "default",
             "image_grid_pinpoints": _LLAVA_NEXT_PINPOINTS,
-            "text_config": {
-                "model_type": "mistral",
-                "hidden_size": 4096,
-                "num_hidden_layers": 32,
-                "num_attention_heads": 32,
-                "num_key_value_heads": 8,
-                "max_position_embeddings": 32768,
-                "sliding_window": None,
-            },
+            "text_config": _text_tower("mistral", 4096, 32, 32, 8, 32768)
+            | {"sliding_window": None},
             "vision_config": {
                 "model_type": "clip_vision_model",
                 "image_size": 336,
@@ -398,15 +357,8 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             "vision_feature_select_strategy": "full",
             "vision_aspect_ratio": "anyres_max_9",
             "image_grid_pinpoints": _LLAVA_ONEVISION_PINPOINTS,
-            "text_config": {
-                "model_type": "qwen2",
-                "hidden_size": 3584,
-                "num_hidden_layers": 28,
-                "num_attention_heads": 28,
-                "num_key_value_heads": 4,
-                "max_position_embeddings": 32768,
-                "use_sliding_window": False,
-            },
+            "text_config": _text_tower("qwen2", 3584, 28, 28, 4, 32768)
+            | {"use_sliding_window": False},
             "vision_config": {
                 "model_type": "siglip_vision_model",
                 "image_size": 384,
@@ -445,23 +397,10 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             "model_type": "idefics3",
             "torch_dtype": "bfloat16",
             "scale_factor": 2,
-            "text_config": {
-                "model_type": "llama",
-                "hidden_size": 4096,
-                "num_hidden_layers": 32,
-                "num_attention_heads": 32,
-                "num_key_value_heads": 8,
-                "max_position_embeddings": 131072,
-            },
+            "text_config": _text_tower("llama", 4096, 32, 32, 8, 131072),
             "vision_config": {"model_type": "idefics3_vision", "image_size": 364, "patch_size": 14},
         },
-        preprocessor={
-            "image_processor_type": "Idefics3ImageProcessor",
-            "do_image_splitting": True,
-            "size": {"longest_edge": 1456},
-            "max_image_size": {"longest_edge": 364},
-            "image_seq_len": 169,
-        },
+        preprocessor=_split_image_preprocessor("Idefics3ImageProcessor", 1456, 364, 169),
     ),
     # config.json: SmolLM2-1.7B-based text tower (24 layers, 32 heads, 32 KV heads of 64,
     # 16,384 positions; the SmolVLM 2B text config as quoted in public ports); SigLIP at 384 px,
@@ -471,24 +410,10 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             "model_type": "smolvlm",
             "torch_dtype": "bfloat16",
             "scale_factor": 3,
-            "text_config": {
-                "model_type": "llama",
-                "hidden_size": 2048,
-                "num_hidden_layers": 24,
-                "num_attention_heads": 32,
-                "num_key_value_heads": 32,
-                "head_dim": 64,
-                "max_position_embeddings": 16384,
-            },
+            "text_config": _text_tower("llama", 2048, 24, 32, 32, 16384) | {"head_dim": 64},
             "vision_config": {"model_type": "smolvlm_vision", "image_size": 384, "patch_size": 14},
         },
-        preprocessor={
-            "image_processor_type": "SmolVLMImageProcessor",
-            "do_image_splitting": True,
-            "size": {"longest_edge": 1536},
-            "max_image_size": {"longest_edge": 384},
-            "image_seq_len": 81,
-        },
+        preprocessor=_split_image_preprocessor("SmolVLMImageProcessor", 1536, 384, 81),
     ),
     # config.json text_config: 48 layers, 40 heads, 8 KV heads of 128, attention_chunk_size 8192,
     # no_rope_layers [] (so every 4th layer is global NoPE; the other 36 are chunked), as in the
@@ -500,17 +425,8 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
         config={
             "model_type": "llama4",
             "torch_dtype": "bfloat16",
-            "text_config": {
-                "model_type": "llama4_text",
-                "hidden_size": 5120,
-                "num_hidden_layers": 48,
-                "num_attention_heads": 40,
-                "num_key_value_heads": 8,
-                "head_dim": 128,
-                "max_position_embeddings": 10485760,
-                "attention_chunk_size": 8192,
-                "no_rope_layers": [],
-            },
+            "text_config": _text_tower("llama4_text", 5120, 48, 40, 8, 10485760)
+            | {"head_dim": 128, "attention_chunk_size": 8192, "no_rope_layers": []},
             "vision_config": {
                 "model_type": "llama4_vision_model",
                 "image_size": 336,

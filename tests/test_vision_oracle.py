@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,19 +41,28 @@ from sidecar.builtin_models import BUILTIN_MODELS
 from sidecar.errors import UnsupportedImageSizeError
 from sidecar.model_profiles import ProfileOverrides, load_profile
 from sidecar.vision import VisionRule
+from tests.oracle_helpers import (
+    ASPECT_LIMIT_EXTREMES,
+    COMMON_EXTREMES,
+    MAX_SIDE_PX,
+    REAL_IMAGE_MAX_PIXELS,
+    REFUSED,
+    Size,
+    check_real_images,
+    check_size_only,
+    legal_grid_exists,
+    log_uniform_sizes,
+    outcome,
+)
 
 pytestmark = pytest.mark.oracle
 
 SEED = 20_250_601
 RANDOM_SIZES_PER_FAMILY = 2_000
 FULL_PATH_SIZES_PER_FAMILY = 30
-FULL_PATH_MAX_PIXELS = 1_500_000  # random real images stay small; extremes add the big ones
-MAX_SIDE_PX = 10_000
 CAPPED = ProfileOverrides(min_pixels=200_704, max_pixels=1_003_520)
 LLAVA_IMAGE_TOKEN = "<image>"  # noqa: S105 - a placeholder token, not a password
-MAX_ASPECT_RATIO = 200  # Qwen's smart_resize refuses longer/shorter side above this
 
-Size = tuple[int, int]  # (width, height), as the sidecar takes them
 Count = int | str  # a token count, or "refused" when the processor raises
 
 
@@ -162,14 +171,10 @@ def _qwen_extremes(factor: int, min_pixels: int, max_pixels: int) -> tuple[Size,
     return tuple(sizes)
 
 
-COMMON_EXTREMES: tuple[Size, ...] = (
-    (1, 1), (2, 2), (3, 3), (1, 2), (1, 3), (3, 1),
-    (1, MAX_SIDE_PX), (MAX_SIDE_PX, 1), (MAX_SIDE_PX, MAX_SIDE_PX),
-    (199, 1), (200, 1), (201, 1), (1, 199), (1, 200), (1, 201),
-    (1990, 10), (2000, 10), (2010, 10), (10, 2000), (10, 2001),
-    (MAX_SIDE_PX, 50), (MAX_SIDE_PX, 49), (50, MAX_SIDE_PX), (49, MAX_SIDE_PX),
-    (4032, 3024), (3024, 4032), (3840, 2160), (2160, 3840), (1920, 1080),
-    (1024, 1024), (224, 224), (336, 336), (512, 512), (640, 480),
+EXTREMES: tuple[Size, ...] = (
+    *COMMON_EXTREMES,
+    *ASPECT_LIMIT_EXTREMES,
+    (1990, 10), (2000, 10), (2010, 10), (10, 2000), (10, 2001), (224, 224), (336, 336),
 )  # fmt: skip
 
 FAMILIES: list[Family] = [
@@ -181,24 +186,7 @@ FAMILIES: list[Family] = [
 ]
 QWEN_FAMILIES = [f for f in FAMILIES if f.id.startswith("qwen")]
 
-
-def _log_uniform_sizes(
-    rng: random.Random, count: int, *, max_pixels: int | None = None, max_aspect: float = math.inf
-) -> Iterator[Size]:
-    """Sides log-uniform in [1, MAX_SIDE_PX]; sizes over either bound are drawn again."""
-    made = 0
-    while made < count:
-        width = min(MAX_SIDE_PX, round(10 ** rng.uniform(0, math.log10(MAX_SIDE_PX))))
-        height = min(MAX_SIDE_PX, round(10 ** rng.uniform(0, math.log10(MAX_SIDE_PX))))
-        if max_pixels is not None and width * height > max_pixels:
-            continue
-        if max(width, height) > max_aspect * min(width, height):
-            continue
-        made += 1
-        yield width, height
-
-
-RANDOM_SIZES = list(_log_uniform_sizes(random.Random(SEED), RANDOM_SIZES_PER_FAMILY))
+RANDOM_SIZES = list(log_uniform_sizes(random.Random(SEED), RANDOM_SIZES_PER_FAMILY))
 
 
 def _full_path_sizes(family: Family) -> list[Size]:
@@ -211,71 +199,52 @@ def _full_path_sizes(family: Family) -> list[Size]:
         chosen = [(1, 1), (1, MAX_SIDE_PX), (MAX_SIDE_PX, 1), (200, 1), (201, 1), (3, 200)]
     chosen += [(224, 224), (4032, 3024)]
     # For Qwen the first extremes are the neighbours of min_pixels: the enlarge branch.
-    chosen += [s for s in family.extremes if s[0] * s[1] <= FULL_PATH_MAX_PIXELS][:8]
+    chosen += [s for s in family.extremes if s[0] * s[1] <= REAL_IMAGE_MAX_PIXELS][:8]
     if family.max_pixels is not None:
         # Just over max_pixels once rounded, so the processor really runs its shrink branch.
         side = math.isqrt(family.max_pixels)
         chosen.append((side + family.factor // 2 + 1, side))
     rng = random.Random(SEED + 1)
     missing = FULL_PATH_SIZES_PER_FAMILY - len(chosen)
-    chosen += _log_uniform_sizes(
-        rng, missing, max_pixels=FULL_PATH_MAX_PIXELS, max_aspect=max_aspect
+    chosen += log_uniform_sizes(
+        rng, missing, max_pixels=REAL_IMAGE_MAX_PIXELS, max_aspect=max_aspect
     )
     return chosen
 
 
-def _outcome(count: Callable[[], int], refusal: type[Exception]) -> Count:
-    try:
-        return count()
-    except refusal:
-        return "refused"
-
-
 def _rule_outcome(rule: VisionRule, size: Size) -> Count:
-    return _outcome(lambda: rule.image_tokens(*size).tokens, UnsupportedImageSizeError)
+    return outcome(lambda: rule.image_tokens(*size).tokens, UnsupportedImageSizeError)
 
 
-def _mismatch_report(mismatches: list[str], checked: int) -> str:
-    return f"{len(mismatches)} of {checked} sizes disagree:\n" + "\n".join(mismatches)
+def _size_only_outcome(family: Family) -> Callable[[Size], Count]:
+    return lambda size: outcome(lambda: family.cheap_tokens(*size), ValueError)
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.id)
 def test_rule_matches_the_processor_size_only_count_for_every_sampled_size(
     family: Family,
 ) -> None:
-    sizes = [*COMMON_EXTREMES, *family.extremes, *RANDOM_SIZES]
-    mismatches = []
-    for size in sizes:
-        expected = _outcome(lambda s=size: family.cheap_tokens(*s), ValueError)
-        predicted = _rule_outcome(family.rule, size)
-        if predicted != expected:
-            mismatches.append(f"{size[0]}x{size[1]}: sidecar {predicted}, processor {expected}")
-    assert not mismatches, _mismatch_report(mismatches, len(sizes))
-    assert len(sizes) >= 1_000 + len(COMMON_EXTREMES)
+    sizes = [*EXTREMES, *family.extremes, *RANDOM_SIZES]
+    check_size_only(sizes, lambda s: _rule_outcome(family.rule, s), _size_only_outcome(family))
+    assert len(sizes) >= 1_000 + len(EXTREMES)
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.id)
 def test_rule_and_size_only_count_match_the_processor_run_on_real_images(family: Family) -> None:
     sizes = _full_path_sizes(family)
-    mismatches = []
-    for size in sizes:
-        image = Image.new("RGB", size, (128, 64, 32))
-        processed = _outcome(lambda i=image: family.full_tokens(i), ValueError)
-        cheap = _outcome(lambda s=size: family.cheap_tokens(*s), ValueError)
-        predicted = _rule_outcome(family.rule, size)
-        if not predicted == cheap == processed:
-            mismatches.append(
-                f"{size[0]}x{size[1]}: sidecar {predicted}, size-only {cheap}, "
-                f"processed {processed}"
-            )
-    assert not mismatches, _mismatch_report(mismatches, len(sizes))
+    check_real_images(
+        sizes,
+        lambda s: _rule_outcome(family.rule, s),
+        _size_only_outcome(family),
+        lambda image: outcome(lambda: family.full_tokens(image), ValueError),
+    )
     assert len(sizes) == FULL_PATH_SIZES_PER_FAMILY
 
 
 @pytest.mark.parametrize("family", QWEN_FAMILIES, ids=lambda f: f.id)
 def test_real_image_sample_covers_refusals_and_both_resize_branches(family: Family) -> None:
     sizes = _full_path_sizes(family)
-    assert any(_rule_outcome(family.rule, s) == "refused" for s in sizes)
+    assert any(_rule_outcome(family.rule, s) == REFUSED for s in sizes)
     assert family.max_pixels is not None
     assert any(s[0] * s[1] > family.max_pixels for s in sizes)
     assert any(s[0] * s[1] < family.min_pixels for s in sizes)
@@ -286,18 +255,6 @@ def test_real_image_sample_covers_refusals_and_both_resize_branches(family: Fami
 SIDES = st.integers(min_value=1, max_value=MAX_SIDE_PX)
 TOKEN_CAPS = st.none() | st.integers(min_value=0, max_value=20_000)
 PIXEL_CAPS = st.none() | st.integers(min_value=1, max_value=20_000_000)
-
-
-def _a_legal_grid_exists(family: Family, width: int, height: int, grid_cap: int) -> bool:
-    """Brute force: is any grid within the original's sides, the caps and the processor's limits?"""
-    min_grid = -(-family.min_pixels // family.factor**2)
-    max_w, max_h = max(1, width // family.factor), max(1, height // family.factor)
-    for grid_h in range(1, max_h + 1):
-        low = max(-(-min_grid // grid_h), -(-grid_h // MAX_ASPECT_RATIO))
-        high = min(max_w, grid_cap // grid_h, MAX_ASPECT_RATIO * grid_h)
-        if max(1, low) <= high:
-            return True
-    return False
 
 
 def _check_downscale(
@@ -311,13 +268,17 @@ def _check_downscale(
         )
     except UnsupportedImageSizeError:
         assert family.max_pixels is not None, "a fixed-cost family refused to downscale"
-        if original != "refused":
+        if original != REFUSED:
             pixel_cap = family.max_pixels if max_pixels is None else max_pixels
             grid_cap = min(family.max_pixels, pixel_cap) // factor**2
             grid_cap = grid_cap if max_tokens is None else min(grid_cap, max_tokens)
-            assert not _a_legal_grid_exists(family, width, height, grid_cap), "needless refusal"
+            min_grid = -(-family.min_pixels // factor**2)
+            exists = legal_grid_exists(
+                width, height, factor=factor, min_grid=min_grid, grid_cap=grid_cap
+            )
+            assert not exists, "needless refusal"
         return
-    assert original != "refused", "a size the processor refuses was downscaled"
+    assert original != REFUSED, "a size the processor refuses was downscaled"
     tokens = rule.image_tokens(new_width, new_height).tokens
     assert tokens == family.cheap_tokens(new_width, new_height)
     assert max_pixels is None or new_width * new_height <= max_pixels

@@ -35,7 +35,7 @@ import math
 import random
 import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,13 +67,24 @@ from sidecar.vision import VisionRule
 from sidecar.vision.fixed import FixedTokensRule
 from sidecar.vision.glm4v import Glm4vSmartResizeRule
 from sidecar.vision.pixtral import PixtralRule
+from tests.oracle_helpers import (
+    ASPECT_LIMIT_EXTREMES,
+    COMMON_EXTREMES,
+    MAX_SIDE_PX,
+    REAL_IMAGE_MAX_PIXELS,
+    REFUSED,
+    Size,
+    check_real_images,
+    check_size_only,
+    legal_grid_exists,
+    log_uniform_sizes,
+    outcome,
+)
 
 pytestmark = pytest.mark.oracle
 
 SEED = 20_251_129
 RANDOM_SIZES_PER_FAMILY = 1_000
-FULL_PATH_MAX_PIXELS = 1_500_000  # random real images stay small; extremes add big ones
-MAX_SIDE_PX = 10_000
 GEMMA3 = "google/gemma-3-4b-it"
 PIXTRAL = "mistral-community/pixtral-12b"
 MISTRAL_SMALL = "mistralai/Mistral-Small-3.1-24B-Instruct-2503"
@@ -89,7 +100,6 @@ NEW_BUILTINS = [
     GLM4V,
 ]
 
-Size = tuple[int, int]  # (width, height), as the sidecar takes them
 Count = tuple[int, int] | str  # (prompt tokens, cross-attention states), or "refused"
 
 
@@ -299,13 +309,10 @@ def _glm4v_family() -> Family:
     return Family("glm4v", rule, size_only, processed, tuple(extremes), real)
 
 
-COMMON_EXTREMES: tuple[Size, ...] = (
-    (1, 1), (2, 2), (3, 3), (1, 2), (1, 3), (3, 1), (2, 1),
-    (1, MAX_SIDE_PX), (MAX_SIDE_PX, 1), (MAX_SIDE_PX, MAX_SIDE_PX),
-    (199, 1), (200, 1), (201, 1), (1, 199), (1, 200), (1, 201),
-    (MAX_SIDE_PX, 50), (MAX_SIDE_PX, 49), (50, MAX_SIDE_PX), (49, MAX_SIDE_PX),
-    (4032, 3024), (3024, 4032), (3840, 2160), (2160, 3840), (1920, 1080),
-    (1024, 1024), (224, 224), (336, 336), (512, 512), (640, 480), (896, 896),
+EXTREMES: tuple[Size, ...] = (
+    *COMMON_EXTREMES,
+    *ASPECT_LIMIT_EXTREMES,
+    (2, 1), (224, 224), (336, 336), (896, 896),
 )  # fmt: skip
 
 FAMILIES = [
@@ -318,28 +325,7 @@ FAMILIES = [
 FAMILY_IDS = [family.id for family in FAMILIES]
 BY_ID = {family.id: family for family in FAMILIES}
 
-
-def _log_uniform_sizes(rng: random.Random, count: int, *, max_pixels: int) -> Iterator[Size]:
-    """Sides log-uniform in [1, MAX_SIDE_PX]; sizes over ``max_pixels`` are drawn again."""
-    made = 0
-    while made < count:
-        width = min(MAX_SIDE_PX, round(10 ** rng.uniform(0, math.log10(MAX_SIDE_PX))))
-        height = min(MAX_SIDE_PX, round(10 ** rng.uniform(0, math.log10(MAX_SIDE_PX))))
-        if width * height <= max_pixels:
-            made += 1
-            yield width, height
-
-
-RANDOM_SIZES = list(
-    _log_uniform_sizes(random.Random(SEED), RANDOM_SIZES_PER_FAMILY, max_pixels=MAX_SIDE_PX**2)
-)
-
-
-def _outcome(count: Callable[[], tuple[int, int]], refusal: type[Exception]) -> Count:
-    try:
-        return count()
-    except refusal:
-        return "refused"
+RANDOM_SIZES = list(log_uniform_sizes(random.Random(SEED), RANDOM_SIZES_PER_FAMILY))
 
 
 def _rule_outcome(rule: VisionRule, size: Size) -> Count:
@@ -347,50 +333,37 @@ def _rule_outcome(rule: VisionRule, size: Size) -> Count:
         tokens = rule.image_tokens(*size)
         return tokens.tokens, tokens.cross_attention_tokens
 
-    return _outcome(count, UnsupportedImageSizeError)
+    return outcome(count, UnsupportedImageSizeError)
 
 
-def _report(mismatches: list[str], checked: int) -> str:
-    return f"{len(mismatches)} of {checked} sizes disagree:\n" + "\n".join(mismatches[:50])
+def _size_only_outcome(family: Family) -> Callable[[Size], Count]:
+    return lambda size: outcome(lambda: family.size_only(*size), ValueError)
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=FAMILY_IDS)
 def test_rule_matches_the_processor_size_only_count_for_every_sampled_size(
     family: Family,
 ) -> None:
-    sizes = [*COMMON_EXTREMES, *family.extremes, *RANDOM_SIZES]
-    mismatches = []
-    for size in sizes:
-        expected = _outcome(lambda s=size: family.size_only(*s), ValueError)
-        predicted = _rule_outcome(family.rule, size)
-        if predicted != expected:
-            mismatches.append(f"{size[0]}x{size[1]}: sidecar {predicted}, processor {expected}")
-    assert not mismatches, _report(mismatches, len(sizes))
-    assert len(sizes) >= RANDOM_SIZES_PER_FAMILY + len(COMMON_EXTREMES)
+    sizes = [*EXTREMES, *family.extremes, *RANDOM_SIZES]
+    check_size_only(sizes, lambda s: _rule_outcome(family.rule, s), _size_only_outcome(family))
+    assert len(sizes) >= RANDOM_SIZES_PER_FAMILY + len(EXTREMES)
 
 
 def _real_image_sizes(family: Family) -> list[Size]:
     chosen = [(1, 1), (2, 3), (224, 224), (640, 480), (1920, 1080), (4032, 3024)]
     chosen += family.real_extremes
     rng = random.Random(SEED + 1)
-    return chosen + list(_log_uniform_sizes(rng, 16, max_pixels=FULL_PATH_MAX_PIXELS))
+    return chosen + list(log_uniform_sizes(rng, 16, max_pixels=REAL_IMAGE_MAX_PIXELS))
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=FAMILY_IDS)
 def test_rule_and_size_only_count_match_the_processor_run_on_real_images(family: Family) -> None:
-    sizes = _real_image_sizes(family)
-    mismatches = []
-    for size in sizes:
-        image = Image.new("RGB", size, (128, 64, 32))
-        processed = _outcome(lambda i=image: family.processed(i), ValueError)
-        size_only = _outcome(lambda s=size: family.size_only(*s), ValueError)
-        predicted = _rule_outcome(family.rule, size)
-        if not predicted == size_only == processed:
-            mismatches.append(
-                f"{size[0]}x{size[1]}: sidecar {predicted}, size-only {size_only}, "
-                f"processed {processed}"
-            )
-    assert not mismatches, _report(mismatches, len(sizes))
+    check_real_images(
+        _real_image_sizes(family),
+        lambda s: _rule_outcome(family.rule, s),
+        _size_only_outcome(family),
+        lambda image: outcome(lambda: family.processed(image), ValueError),
+    )
 
 
 # -- family-specific facts ------------------------------------------------------------------
@@ -412,9 +385,9 @@ def test_pixtral_rule_follows_the_processor_where_the_size_only_count_swaps_the_
 ) -> None:
     family = BY_ID["pixtral-12b"]
     processor = _pixtral_processor(PIXTRAL)
-    outcome = _outcome(lambda: family.processed(Image.new("RGB", size)), ValueError)
-    assert outcome == (processed if processed == "refused" else (processed, 0))
-    assert _rule_outcome(family.rule, size) == outcome
+    result = outcome(lambda: family.processed(Image.new("RGB", size)), ValueError)
+    assert result == (processed if processed == REFUSED else (processed, 0))
+    assert _rule_outcome(family.rule, size) == result
     # transformers' own count reads an (h, w, 3) array with h in (1, 3) as channels-first.
     count = processor._get_num_multimodal_tokens(image_sizes=[(size[1], size[0])])
     assert count.num_image_tokens[0] != processed
@@ -423,8 +396,8 @@ def test_pixtral_rule_follows_the_processor_where_the_size_only_count_swaps_the_
 def test_pixtral_refuses_an_image_whose_short_side_shrinks_to_nothing() -> None:
     family = BY_ID["pixtral-12b"]
     image = Image.new("RGB", (5000, 2))
-    assert _outcome(lambda: family.processed(image), ValueError) == "refused"
-    assert _rule_outcome(family.rule, (5000, 2)) == "refused"
+    assert outcome(lambda: family.processed(image), ValueError) == REFUSED
+    assert _rule_outcome(family.rule, (5000, 2)) == REFUSED
     # The size-only count of transformers calls it 0 tokens instead.
     processor = _pixtral_processor(PIXTRAL)
     assert processor._get_num_multimodal_tokens(image_sizes=[(2, 5000)]).num_image_tokens == [0]
@@ -490,18 +463,6 @@ TOKEN_CAPS = st.none() | st.integers(min_value=0, max_value=8_000)
 PIXEL_CAPS = st.none() | st.integers(min_value=1, max_value=20_000_000)
 
 
-def _glm_legal_grid_exists(rule: Glm4vSmartResizeRule, width: int, height: int, cap: int) -> bool:
-    """Brute force: is any grid within the original's sides, the caps and GLM's limits?"""
-    factor, cell_pixels = rule.factor, rule.temporal_patch_size * rule.factor**2
-    min_grid = -(-rule.min_pixels // cell_pixels)
-    max_w, max_h = max(1, width // factor), max(1, height // factor)
-    for grid_h in range(1, max_h + 1):
-        low = max(1, -(-min_grid // grid_h), -(-grid_h // 200))
-        if low <= min(max_w, cap // grid_h, 200 * grid_h):
-            return True
-    return False
-
-
 def _check_downscale(
     family: Family, width: int, height: int, max_tokens: int | None, max_pixels: int | None
 ) -> None:
@@ -513,7 +474,7 @@ def _check_downscale(
         )
     except UnsupportedImageSizeError:
         assert family.id not in {"gemma3", "mllama"}, "a fixed-cost family refused to downscale"
-        if original == "refused":
+        if original == REFUSED:
             return
         if isinstance(rule, PixtralRule):
             assert max_tokens is not None
@@ -523,9 +484,13 @@ def _check_downscale(
             cap = rule.max_pixels // (rule.temporal_patch_size * rule.factor**2)
             cap = cap if max_tokens is None else min(cap, max_tokens)
             cap = cap if max_pixels is None else min(cap, max_pixels // rule.factor**2)
-            assert not _glm_legal_grid_exists(rule, width, height, cap), "needless refusal"
+            min_grid = -(-rule.min_pixels // (rule.temporal_patch_size * rule.factor**2))
+            exists = legal_grid_exists(
+                width, height, factor=rule.factor, min_grid=min_grid, grid_cap=cap
+            )
+            assert not exists, "needless refusal"
         return
-    assert original != "refused", "a size the processor refuses was downscaled"
+    assert original != REFUSED, "a size the processor refuses was downscaled"
     tokens = rule.image_tokens(new_width, new_height)
     assert (tokens.tokens, tokens.cross_attention_tokens) == family.size_only(new_width, new_height)
     assert max_pixels is None or new_width * new_height <= max_pixels

@@ -36,10 +36,9 @@ from __future__ import annotations
 import ast
 import inspect
 import json
-import math
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
@@ -80,16 +79,24 @@ from sidecar.model_profiles import VISION_RULES, load_profile
 from sidecar.vision import VisionRule
 from sidecar.vision.anyres import AnyresRule, costliest_image
 from sidecar.vision.tiling import cap_pixels, fit_inside
+from tests.oracle_helpers import (
+    COMMON_EXTREMES,
+    MAX_SIDE_PX,
+    REAL_IMAGE_MAX_PIXELS,
+    Size,
+    check_real_images,
+    check_size_only,
+    log_uniform_sizes,
+    outcome,
+    without_video,
+)
 
 pytestmark = pytest.mark.oracle
 
 SEED = 20_250_611
 RANDOM_SIZES_PER_FAMILY = 1_200
 FULL_PATH_SIZES_PER_FAMILY = 20
-FULL_PATH_MAX_PIXELS = 1_500_000  # random real images stay small; the extremes add big ones
-MAX_SIDE_PX = 10_000
 
-Size = tuple[int, int]  # (width, height), as the sidecar takes them
 Count = int | str  # a token count, or an error's name when the processor raises
 
 LLAVA_NEXT = "llava-hf/llava-v1.6-mistral-7b-hf"
@@ -116,17 +123,6 @@ def _tokenizer(specials: list[str], named: dict[str, str] | None = None) -> PreT
     return tokenizer
 
 
-def _without_video(processor_class: type[Any]) -> type[Any]:
-    """The processor class minus its video processor, which needs torch."""
-
-    class WithoutVideo(processor_class):  # type: ignore[misc]
-        @classmethod
-        def get_attributes(cls) -> list[str]:
-            return [a for a in super().get_attributes() if a != "video_processor"]
-
-    return WithoutVideo
-
-
 def _token_counter(tokenizer: PreTrainedTokenizerFast) -> Callable[[str], int]:
     """Tokens in a prompt; a family's prompts repeat per grid shape, so each is tokenized once."""
 
@@ -150,8 +146,14 @@ def _rule(model: str, changes: dict[str, Any] | None) -> VisionRule:
     return VISION_RULES[model_type](model_type, config, _preprocessor(model) | changes)
 
 
-def _count_ids(output: BatchFeature, ids: set[int]) -> int:
-    return sum(1 for token in output["input_ids"][0] if token in ids)
+def _placeholder_count(processor: Any, text: str, ids: set[int]) -> Callable[[Image.Image], int]:
+    """Counts the ``ids`` the processor expands ``text`` into for one real image."""
+
+    def count(image: Image.Image) -> int:
+        output = processor(images=[image], text=text, return_tensors=None)
+        return sum(1 for token in output["input_ids"][0] if token in ids)
+
+    return count
 
 
 # -- families ---------------------------------------------------------------------------------
@@ -184,18 +186,7 @@ def _llava_next_family(changes: dict[str, Any] | None = None) -> Family:
         vision_feature_select_strategy=pre["vision_feature_select_strategy"],
         num_additional_image_tokens=pre["num_additional_image_tokens"],
     )
-    rule = _rule(LLAVA_NEXT, changes)
-    return Family(
-        "llava-next",
-        rule,
-        _count_method(processor),
-        lambda image: _count_ids(
-            processor(images=[image], text="<image>", return_tensors=None),
-            {processor.image_token_id},
-        ),
-        _anyres_extremes(image_processor.image_grid_pinpoints, 336),
-        _aspect_floor(rule, 336),
-    )
+    return _anyres_family("llava-next", _rule(LLAVA_NEXT, changes), processor, 336)
 
 
 def _llava_onevision_family(changes: dict[str, Any] | None = None) -> Family:
@@ -203,24 +194,25 @@ def _llava_onevision_family(changes: dict[str, Any] | None = None) -> Family:
     image_processor = LlavaOnevisionImageProcessorPil(
         size=pre["size"], image_grid_pinpoints=pre["image_grid_pinpoints"], do_pad=pre["do_pad"]
     )
-    processor = _without_video(LlavaOnevisionProcessor)(
+    processor = without_video(LlavaOnevisionProcessor)(
         image_processor=image_processor,
         tokenizer=_tokenizer(["<image>", "<video>"]),
         num_image_tokens=pre["num_image_tokens"],
         vision_feature_select_strategy=pre["vision_feature_select_strategy"],
         vision_aspect_ratio=pre["vision_aspect_ratio"],
     )
-    rule = _rule(LLAVA_ONEVISION, changes)
+    return _anyres_family("llava-onevision", _rule(LLAVA_ONEVISION, changes), processor, 384)
+
+
+def _anyres_family(family_id: str, rule: VisionRule, processor: Any, tile: int) -> Family:
+    """LLaVA-NeXT and LLaVA-OneVision: one ``<image>`` expanded, sampled around the pinpoints."""
     return Family(
-        "llava-onevision",
+        family_id,
         rule,
         _count_method(processor),
-        lambda image: _count_ids(
-            processor(images=[image], text="<image>", return_tensors=None),
-            {processor.image_token_id},
-        ),
-        _anyres_extremes(image_processor.image_grid_pinpoints, 384),
-        _aspect_floor(rule, 384),
+        _placeholder_count(processor, "<image>", {processor.image_token_id}),
+        _anyres_extremes(processor.image_processor.image_grid_pinpoints, tile),
+        _aspect_floor(rule, tile),
     )
 
 
@@ -228,7 +220,7 @@ def _internvl_family(changes: dict[str, Any] | None = None) -> Family:
     pre = _preprocessor(INTERNVL) | (changes or {})
     tokens = {"start_image_token": "<img>", "end_image_token": "</img>"}
     tokens |= {"context_image_token": "<IMG_CONTEXT>", "video_token": "<video>"}
-    processor = _without_video(InternVLProcessor)(
+    processor = without_video(InternVLProcessor)(
         image_processor=GotOcr2ImageProcessorPil(
             size=pre["size"], min_patches=pre["min_patches"], max_patches=pre["max_patches"]
         ),
@@ -240,10 +232,7 @@ def _internvl_family(changes: dict[str, Any] | None = None) -> Family:
         "internvl3",
         rule,
         _count_method(processor),
-        lambda image: _count_ids(
-            processor(images=[image], text="<IMG_CONTEXT>", return_tensors=None),
-            set(processor.image_token_ids),
-        ),
+        _placeholder_count(processor, "<IMG_CONTEXT>", set(processor.image_token_ids)),
         _internvl_extremes(448),
         lambda width, height, max_pixels: rule.image_tokens(1, 1).tokens,  # one tile, any shape
     )
@@ -283,7 +272,7 @@ def _smolvlm_family(changes: dict[str, Any] | None = None) -> Family:
     tokenizer = _tokenizer(_IDEFICS_TOKENS + _ROW_COL_TOKENS + ["<video>"])
     count_tokens = _token_counter(tokenizer)
     with mock.patch.object(processing_smolvlm, "num2words", str):  # only for video prompts
-        processor = _without_video(processing_smolvlm.SmolVLMProcessor)(
+        processor = without_video(processing_smolvlm.SmolVLMProcessor)(
             image_processor=image_processor,
             tokenizer=tokenizer,
             video_processor=None,
@@ -459,40 +448,19 @@ def _llama4_extremes(tile: int) -> tuple[Size, ...]:
     return tuple(sizes)
 
 
-COMMON_EXTREMES: tuple[Size, ...] = (
-    (1, 1), (2, 2), (3, 3), (1, 2), (2, 1), (1, 3), (3, 1),
-    (1, MAX_SIDE_PX), (MAX_SIDE_PX, 1), (MAX_SIDE_PX, MAX_SIDE_PX), (2, MAX_SIDE_PX),
-    (MAX_SIDE_PX, 3), (MAX_SIDE_PX, 50), (50, MAX_SIDE_PX), (4032, 3024), (3024, 4032),
-    (3840, 2160), (2160, 3840), (1920, 1080), (1024, 1024), (640, 480), (512, 512),
-)  # fmt: skip
-
-
-def _log_uniform_sizes(
-    rng: random.Random, count: int, *, max_pixels: int | None = None
-) -> Iterator[Size]:
-    """Sides log-uniform in [1, MAX_SIDE_PX]; sizes over ``max_pixels`` are drawn again."""
-    made = 0
-    while made < count:
-        width = min(MAX_SIDE_PX, round(10 ** rng.uniform(0, math.log10(MAX_SIDE_PX))))
-        height = min(MAX_SIDE_PX, round(10 ** rng.uniform(0, math.log10(MAX_SIDE_PX))))
-        if max_pixels is not None and width * height > max_pixels:
-            continue
-        made += 1
-        yield width, height
-
-
-RANDOM_SIZES = list(_log_uniform_sizes(random.Random(SEED), RANDOM_SIZES_PER_FAMILY))
+EXTREMES: tuple[Size, ...] = (*COMMON_EXTREMES, (2, 1), (2, MAX_SIDE_PX), (MAX_SIDE_PX, 3))
+RANDOM_SIZES = list(log_uniform_sizes(random.Random(SEED), RANDOM_SIZES_PER_FAMILY))
 
 
 def _full_path_sizes(family: Family) -> list[Size]:
     """Extremes cheap to materialise, a photo, then small random sizes."""
     chosen: list[Size] = [(1, 1), (1, 2), (2, 1), (1, MAX_SIDE_PX), (MAX_SIDE_PX, 1), (3, 7)]
     chosen += [(MAX_SIDE_PX, 37), (41, MAX_SIDE_PX), (1600, 1200)]
-    extremes = [s for s in family.extremes if s[0] * s[1] <= FULL_PATH_MAX_PIXELS]
+    extremes = [s for s in family.extremes if s[0] * s[1] <= REAL_IMAGE_MAX_PIXELS]
     chosen += random.Random(SEED + 2).sample(extremes, 7)
     missing = FULL_PATH_SIZES_PER_FAMILY - len(chosen)
     rng = random.Random(SEED + 1)
-    chosen += _log_uniform_sizes(rng, missing, max_pixels=FULL_PATH_MAX_PIXELS)
+    chosen += log_uniform_sizes(rng, missing, max_pixels=REAL_IMAGE_MAX_PIXELS)
     return chosen
 
 
@@ -531,19 +499,20 @@ FAMILIES: list[Family] = [
 BY_ID = {family.id: family for family in FAMILIES}
 
 
+_ERRORS = (ValueError, ZeroDivisionError, UnsupportedImageSizeError)
+
+
 def _outcome(count: Callable[[], int]) -> Count:
-    try:
-        return count()
-    except (ValueError, ZeroDivisionError, UnsupportedImageSizeError) as error:
-        return type(error).__name__
+    """The count, or the name of the error it raised: rule and processor must fail alike."""
+    return outcome(count, *_ERRORS, named=True)
 
 
 def _rule_outcome(rule: VisionRule, size: Size) -> Count:
     return _outcome(lambda: rule.image_tokens(*size).tokens)
 
 
-def _mismatch_report(mismatches: list[str], checked: int) -> str:
-    return f"{len(mismatches)} of {checked} sizes disagree:\n" + "\n".join(mismatches[:40])
+def _size_only_outcome(family: Family) -> Callable[[Size], Count]:
+    return lambda size: _outcome(lambda: family.cheap_tokens(*size))
 
 
 # -- token counts -------------------------------------------------------------------------------
@@ -553,32 +522,20 @@ def _mismatch_report(mismatches: list[str], checked: int) -> str:
 def test_rule_matches_the_processor_size_only_count_for_every_sampled_size(
     family: Family,
 ) -> None:
-    sizes = [*COMMON_EXTREMES, *family.extremes, *RANDOM_SIZES]
-    mismatches = []
-    for size in sizes:
-        expected = _outcome(lambda s=size: family.cheap_tokens(*s))
-        predicted = _rule_outcome(family.rule, size)
-        if predicted != expected:
-            mismatches.append(f"{size[0]}x{size[1]}: sidecar {predicted}, processor {expected}")
-    assert not mismatches, _mismatch_report(mismatches, len(sizes))
-    assert len(sizes) >= 1_000 + len(COMMON_EXTREMES)
+    sizes = [*EXTREMES, *family.extremes, *RANDOM_SIZES]
+    check_size_only(sizes, lambda s: _rule_outcome(family.rule, s), _size_only_outcome(family))
+    assert len(sizes) >= 1_000 + len(EXTREMES)
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.id)
 def test_rule_and_size_only_count_match_the_processor_run_on_real_images(family: Family) -> None:
     sizes = _full_path_sizes(family)
-    mismatches = []
-    for size in sizes:
-        image = Image.new("RGB", size, (128, 64, 32))
-        processed = _outcome(lambda i=image: family.full_tokens(i))
-        cheap = _outcome(lambda s=size: family.cheap_tokens(*s))
-        predicted = _rule_outcome(family.rule, size)
-        if not predicted == cheap == processed:
-            mismatches.append(
-                f"{size[0]}x{size[1]}: sidecar {predicted}, size-only {cheap}, "
-                f"processed {processed}"
-            )
-    assert not mismatches, _mismatch_report(mismatches, len(sizes))
+    check_real_images(
+        sizes,
+        lambda s: _rule_outcome(family.rule, s),
+        _size_only_outcome(family),
+        lambda image: _outcome(lambda: family.full_tokens(image)),
+    )
     assert len(sizes) == FULL_PATH_SIZES_PER_FAMILY
 
 
@@ -613,7 +570,7 @@ def test_anyres_costliest_image_is_real_and_no_sampled_size_costs_more() -> None
         assert isinstance(family.rule, AnyresRule)
         tokens, size = costliest_image(family.rule)
         assert family.rule.max_image_tokens().tokens == tokens == family.cheap_tokens(*size)
-        sizes = [*COMMON_EXTREMES, *family.extremes, *RANDOM_SIZES]
+        sizes = [*EXTREMES, *family.extremes, *RANDOM_SIZES]
         assert max(family.rule.image_tokens(*s).tokens for s in sizes) <= tokens
 
 
@@ -634,7 +591,7 @@ def test_max_image_tokens_is_what_the_costliest_image_costs_in_the_processor(
 ) -> None:
     family = BY_ID[family_id]
     assert family.rule.max_image_tokens().tokens == tokens == family.cheap_tokens(*size)
-    sizes = [*COMMON_EXTREMES, *family.extremes, *RANDOM_SIZES]
+    sizes = [*EXTREMES, *family.extremes, *RANDOM_SIZES]
     assert max(family.rule.image_tokens(*s).tokens for s in sizes) <= tokens
 
 
@@ -668,14 +625,8 @@ def test_rule_follows_non_default_processor_values_as_the_processor_does(
 ) -> None:
     family = build(changes)
     assert family.rule != BY_ID[family.id].rule, "the changed values were not read"
-    sizes = [*COMMON_EXTREMES, *family.extremes, *RANDOM_SIZES[:300]]
-    mismatches = []
-    for size in sizes:
-        expected = _outcome(lambda s=size: family.cheap_tokens(*s))
-        predicted = _rule_outcome(family.rule, size)
-        if predicted != expected:
-            mismatches.append(f"{size[0]}x{size[1]}: sidecar {predicted}, processor {expected}")
-    assert not mismatches, _mismatch_report(mismatches, len(sizes))
+    sizes = [*EXTREMES, *family.extremes, *RANDOM_SIZES[:300]]
+    check_size_only(sizes, lambda s: _rule_outcome(family.rule, s), _size_only_outcome(family))
     image = Image.new("RGB", (1_234, 567), (9, 9, 9))
     assert family.rule.image_tokens(*image.size).tokens == family.full_tokens(image)
 

@@ -6,8 +6,9 @@ vLLM 0.33 picks the video loader from the processor class (``vllm/multimodal/vid
   video processor of its own): ``n = total / source_fps * fps`` with ``fps`` 2, clamped to
   ``[min_frames, floor(min(max_frames, total) / 2) * 2]`` and to ``total``, floored to a
   multiple of ``temporal_patch_size``; frames ``torch.arange(0, total, total / n)``, whose
-  length is ``ceil(total / (total / n))`` (one more than ``n`` where the division rounds
-  down). A source fps of 0 is refused; ``n`` of 0 (a 1-frame video) divides by zero.
+  length is ``ceil(total / (total / n))`` in double precision: ``n + 1`` where that quotient
+  lands just above ``n`` (75 frames at 10 fps: 15 frames, not 14). A source fps of 0 is
+  refused; ``n`` of 0 (a 1-frame video) divides by zero.
 * ``qwen3_vl`` (``Qwen3VLVideoBackend``): ``n = int(total / source_fps * fps)`` clamped to
   ``[min_frames, max_frames]`` and to ``total``; frames ``np.linspace(0, total - 1, n)``.
 
@@ -18,10 +19,10 @@ pads the frame count to a multiple of ``temporal_patch_size`` (``patchify``):
 * Qwen2/2.5-VL: ``smart_resize`` of one frame into ``size`` (``[shortest_edge,
   longest_edge]`` pixels), the image function;
 * Qwen3-VL: its own ``smart_resize`` over the whole clip (``frames x h x w`` into the range),
-  after enlarging a frame under one ``factor`` on a side.
+  after enlarging a frame under one ``factor`` on a side (``clip_smart_resize``).
 
-``cap_pixels_per_frame`` (transformers >= 5.20, off unless a config sets it) lowers the per-frame
-bound as in qwen-vl-utils. Tokens are ``grid_t x (h/patch) x (w/patch) / merge**2``.
+``cap_pixels_per_frame`` (off in transformers 5.20 and 5.24 unless a config sets it) lowers
+the per-frame bound as qwen-vl-utils does. Tokens are ``grid_t x (h/patch) x (w/patch) / merge**2``.
 
 Around them the prompt holds, for Qwen2/2.5-VL, the template's ``<|vision_start|>`` and
 ``<|vision_end|>``; for Qwen3-VL, per temporal group ``<{t:.1f} seconds>`` (tokenized alone),
@@ -42,7 +43,10 @@ from typing import Any
 from sidecar.errors import UnsupportedImageSizeError, VideoError
 from sidecar.video import TextTokenCounter, VideoTokens
 from sidecar.video.probe import VideoHeader
-from sidecar.vision.qwen import MAX_ASPECT_RATIO, smart_resize
+
+# clip_smart_resize is re-exported: this module's public API before the arithmetic was shared.
+from sidecar.vision.smart_resize import clip_smart_resize as clip_smart_resize
+from sidecar.vision.smart_resize import smart_resize
 
 QWEN_VIDEO_WRAPPER_TOKENS = 2  # <|vision_start|> and <|vision_end|>
 # The chat template's <|vision_start|><|video_pad|><|vision_end|> for one video.
@@ -236,38 +240,3 @@ class QwenVideoRule:
             f"[{self.min_pixels:,}, {self.max_pixels:,}] px {scope}; tokens = "
             f"ceil(frames/{self.temporal_patch_size}) x h*w/{self.factor**2}"
         )
-
-
-def clip_smart_resize(
-    num_frames: int,
-    height_px: int,
-    width_px: int,
-    *,
-    temporal_factor: int,
-    factor: int,
-    min_pixels: int,
-    max_pixels: int,
-) -> tuple[int, int]:
-    """transformers' Qwen3-VL video ``smart_resize``: (height, width) for the whole clip."""
-    height, width = height_px, width_px
-    if height < factor or width < factor:
-        scale = max(factor / height, factor / width)
-        height, width = int(height * scale), int(width * scale)
-    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
-        ratio = max(height, width) / min(height, width)
-        raise UnsupportedImageSizeError(
-            f"image {width_px}x{height_px} has an aspect ratio of {ratio:.1f}; "
-            f"the model's processor refuses ratios above {MAX_ASPECT_RATIO}"
-        )
-    h_bar = round(height / factor) * factor
-    w_bar = round(width / factor) * factor
-    t_bar = round(num_frames / temporal_factor) * temporal_factor
-    if t_bar * h_bar * w_bar > max_pixels:
-        beta = math.sqrt((num_frames * height * width) / max_pixels)
-        h_bar = max(factor, math.floor(height / beta / factor) * factor)
-        w_bar = max(factor, math.floor(width / beta / factor) * factor)
-    elif t_bar * h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (num_frames * height * width))
-        h_bar = math.ceil(height * beta / factor) * factor
-        w_bar = math.ceil(width * beta / factor) * factor
-    return h_bar, w_bar

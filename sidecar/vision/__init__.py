@@ -4,15 +4,20 @@ Each family is one small module with one frozen dataclass implementing ``VisionR
 A rule is pure arithmetic over the size read from the image header; it never sees pixels.
 It must agree exactly with the family's Hugging Face processor, refusals included.
 
+Shared pieces, so that each piece of arithmetic exists once: ``smart_resize`` (the Qwen and
+GLM resizes), ``tiling`` (downscale geometry and the ``TiledDownscale`` mixin), and here the
+``NoPixelRange`` mixin for processors that ignore vLLM's pixel bounds.
+
 Adding a family: write ``sidecar/vision/<family>.py`` with a rule class and a
 ``from_configs(config, preprocessor)`` constructor, register it in
-``sidecar.model_profiles``, and add its table to ``tests/test_vision_oracle.py``.
+``sidecar.model_profiles``, and add its oracle family to a ``tests/test_vision_oracle*.py``
+module (shared sampling and checks: ``tests/oracle_helpers.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, Self
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +74,17 @@ class VisionRule(Protocol):
     def describe(self) -> str:
         """One line for tables and README: the rule and its parameters."""
         ...
+
+
+class NoPixelRange:
+    """Mixin for rules whose processor has no pixel range: vLLM's pixel bounds change nothing.
+
+    Only the Qwen-style processors take ``min_pixels``/``max_pixels``; every other family
+    resizes to its own fixed sizes, edges or tiles whatever ``--mm-processor-kwargs`` says.
+    """
+
+    __slots__ = ()
+
+    def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> Self:
+        """This rule itself: the bounds do not reach its processor."""
+        return self

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.vision import ImageTokens
-from sidecar.vision.tiling import Size, fit_inside, pick_downscale
+from sidecar.vision.tiling import Size, TiledDownscale, fit_inside
 
 Pinpoint = tuple[int, int]  # (height, width) in pixels, as image_grid_pinpoints lists them
 
@@ -41,7 +41,7 @@ def select_best_resolution(
 
 
 @dataclass(frozen=True, slots=True)
-class AnyresRule:
+class AnyresRule(TiledDownscale):
     """Base tile + unpadded grid features + one newline per feature row."""
 
     family: str
@@ -126,23 +126,12 @@ class AnyresRule:
     def max_image_tokens(self) -> ImageTokens:
         return ImageTokens(tokens=costliest_image(self)[0], wrapper_tokens=self.wrapper_tokens)
 
-    def downscale_size(
-        self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
-    ) -> tuple[int, int]:
+    def downscale_candidates(self, width_px: int, height_px: int) -> list[Size]:
+        """The image fitted into each pinpoint and into one tile."""
         # Shrinking never changes the aspect ratio here: it only moves the image onto a smaller
         # pinpoint, so the candidates are the image fitted into each pinpoint and into one tile.
         boxes = [(w, h) for h, w in self.pinpoints] + [(self.tile_px, self.tile_px)]
-        return pick_downscale(
-            lambda w, h: self.image_tokens(w, h).tokens,
-            width_px,
-            height_px,
-            [fit_inside(width_px, height_px, *box) for box in boxes],
-            max_tokens=max_tokens,
-            max_pixels=max_pixels,
-        )
-
-    def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> AnyresRule:
-        return self
+        return [fit_inside(width_px, height_px, *box) for box in boxes]
 
     def describe(self) -> str:
         reduction = f", anyres_max_{self.max_num_patches}" if self.max_num_patches else ""

@@ -7,15 +7,28 @@ pixel cap can make a downscale worthwhile; it never changes the token count.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from sidecar.vision import ImageTokens
+from sidecar.vision import ImageTokens, NoPixelRange
+from sidecar.vision.tiling import Size, cap_pixels
+
+
+class FixedCostDownscale(NoPixelRange):
+    """Mixin for rules whose prompt cost never changes with the image's size (LLaVA-1.5,
+    Gemma 3, Llama 3.2 Vision): a downscale can only honour the pixel cap."""
+
+    __slots__ = ()
+
+    def downscale_size(
+        self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
+    ) -> Size:
+        """The size scaled to ``max_pixels``; ``max_tokens`` cannot be met by shrinking."""
+        return cap_pixels(width_px, height_px, max_pixels)
 
 
 @dataclass(frozen=True, slots=True)
-class FixedTokensRule:
+class FixedTokensRule(FixedCostDownscale):
     """A constant number of tokens per image."""
 
     family: str
@@ -40,25 +53,6 @@ class FixedTokensRule:
 
     def max_image_tokens(self) -> ImageTokens:
         return ImageTokens(tokens=self.tokens_per_image, wrapper_tokens=self.wrapper_tokens)
-
-    def downscale_size(
-        self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
-    ) -> tuple[int, int]:
-        if max_pixels is None or width_px * height_px <= max_pixels:
-            return width_px, height_px
-        scale = math.sqrt(max_pixels / (width_px * height_px))
-        width = max(1, math.floor(width_px * scale))
-        height = max(1, math.floor(height_px * scale))
-        # A side clamped up to 1 px, or a float rounding up, can overshoot: trim the other side.
-        if width * height > max_pixels:
-            if width >= height:
-                width = max(1, max_pixels // height)
-            else:
-                height = max(1, max_pixels // width)
-        return width, height
-
-    def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> FixedTokensRule:
-        return self
 
     def describe(self) -> str:
         return f"fixed {self.tokens_per_image} tokens per image"

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.vision import ImageTokens
-from sidecar.vision.fixed import FixedTokensRule
+from sidecar.vision.fixed import FixedCostDownscale
 
 # "\n\n", <start_of_image>, <end_of_image> and "\n\n" around the soft tokens.
 GEMMA3_FRAME_TOKENS = 4
 
 
 @dataclass(frozen=True, slots=True)
-class Gemma3Rule:
+class Gemma3Rule(FixedCostDownscale):
     """A fixed 896 x 896 resize: ``image_seq_length`` soft tokens plus their frame."""
 
     family: str
@@ -64,18 +64,6 @@ class Gemma3Rule:
 
     def max_image_tokens(self) -> ImageTokens:
         return ImageTokens(tokens=self.tokens_per_image, wrapper_tokens=self.wrapper_tokens)
-
-    def downscale_size(
-        self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
-    ) -> tuple[int, int]:
-        # The cost never changes with size, so only the pixel cap can be honoured.
-        fixed = FixedTokensRule(self.family, self.tokens_per_image, self.wrapper_tokens)
-        return fixed.downscale_size(
-            width_px, height_px, max_tokens=max_tokens, max_pixels=max_pixels
-        )
-
-    def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> Gemma3Rule:
-        return self
 
     def describe(self) -> str:
         return (

@@ -1,7 +1,8 @@
-"""GLM-4.1V: Qwen-style ``smart_resize`` with GLM's own variant of the arithmetic.
+"""GLM-4.1V: Qwen-style ``smart_resize``, in the clip form Qwen3-VL uses for videos.
 
 ``Glm4vImageProcessor`` resizes to multiples of ``factor = patch_size x merge_size`` (28 px)
-and emits ``(h / 28) x (w / 28)`` tokens, like Qwen2-VL, but its ``smart_resize`` differs:
+and emits ``(h / 28) x (w / 28)`` tokens, like Qwen2-VL, but its ``smart_resize`` is the
+clip one (``clip_smart_resize``, the same arithmetic as Qwen3-VL's video processor):
 
 - an image is priced as ``temporal_patch_size`` (2) frames, so the pixel bounds compare
   against ``2 x h x w``: the effective range is half of ``[shortest_edge, longest_edge]``
@@ -11,55 +12,17 @@ and emits ``(h / 28) x (w / 28)`` tokens, like Qwen2-VL, but its ``smart_resize`
 
 The chat template wraps each image in ``<|begin_of_image|>`` and ``<|end_of_image|>``.
 The rule subclasses Qwen's for its grid search: a size whose sides are multiples of ``factor``
-with ``2 x h x w`` inside the bounds is left as it is by both processors, so Qwen's legal-grid
-helpers apply once the grid cap and the smallest grid account for the frames.
+with ``2 x h x w`` inside the bounds is left as it is by both processors, so Qwen's downscale
+applies once a token's cost against the bounds (``_cell_pixels``) counts every frame.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from sidecar.errors import UnsupportedImageSizeError
-from sidecar.vision import ImageTokens
-from sidecar.vision.qwen import MAX_ASPECT_RATIO, QwenSmartResizeRule
-
-
-def glm_smart_resize(
-    height_px: int,
-    width_px: int,
-    *,
-    factor: int,
-    temporal_factor: int,
-    min_pixels: int,
-    max_pixels: int,
-) -> tuple[int, int]:
-    """transformers' GLM-4.1V ``smart_resize`` for one image (``num_frames = temporal_factor``)."""
-    num_frames = temporal_factor
-    height, width = height_px, width_px
-    if height < factor or width < factor:
-        scale = max(factor / height, factor / width)
-        height = int(height * scale)
-        width = int(width * scale)
-    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
-        ratio = max(height, width) / min(height, width)
-        raise UnsupportedImageSizeError(
-            f"image {width_px}x{height_px} has an aspect ratio of {ratio:.1f}; "
-            f"the model's processor refuses ratios above {MAX_ASPECT_RATIO}"
-        )
-    h_bar = round(height / factor) * factor
-    w_bar = round(width / factor) * factor
-    t_bar = round(num_frames / temporal_factor) * temporal_factor
-    if t_bar * h_bar * w_bar > max_pixels:
-        beta = math.sqrt((num_frames * height * width) / max_pixels)
-        h_bar = max(factor, math.floor(height / beta / factor) * factor)
-        w_bar = max(factor, math.floor(width / beta / factor) * factor)
-    elif t_bar * h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (num_frames * height * width))
-        h_bar = math.ceil(height * beta / factor) * factor
-        w_bar = math.ceil(width * beta / factor) * factor
-    return h_bar, w_bar
+from sidecar.vision.qwen import QwenSmartResizeRule
+from sidecar.vision.smart_resize import clip_smart_resize
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,14 +51,12 @@ class Glm4vSmartResizeRule(QwenSmartResizeRule):
         )
 
     def resized_size(self, width_px: int, height_px: int) -> tuple[int, int]:
-        h, w = glm_smart_resize(
-            height_px,
-            width_px,
-            factor=self.factor,
-            temporal_factor=self.temporal_patch_size,
-            min_pixels=self.min_pixels,
-            max_pixels=self.max_pixels,
-        )
+        # One image is a clip of temporal_patch_size frames to GLM's smart_resize.
+        h, w = clip_smart_resize(
+            self.temporal_patch_size, height_px, width_px,
+            temporal_factor=self.temporal_patch_size, factor=self.factor,
+            min_pixels=self.min_pixels, max_pixels=self.max_pixels,
+        )  # fmt: skip
         return w, h
 
     @property
@@ -104,40 +65,8 @@ class Glm4vSmartResizeRule(QwenSmartResizeRule):
         return self.temporal_patch_size * self.factor**2
 
     @property
-    def _min_grid(self) -> int:
-        return -(-self.min_pixels // self._cell_pixels)
-
-    def max_image_tokens(self) -> ImageTokens:
-        return ImageTokens(
-            tokens=self.max_pixels // self._cell_pixels, wrapper_tokens=self.wrapper_tokens
-        )
-
-    def downscale_size(
-        self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
-    ) -> tuple[int, int]:
-        # image_tokens raises first for a size the processor refuses, whatever the caps.
-        tokens = self.image_tokens(width_px, height_px).tokens
-        if (max_tokens is None or tokens <= max_tokens) and (
-            max_pixels is None or width_px * height_px <= max_pixels
-        ):
-            return width_px, height_px
-        grid_cap = self.max_pixels // self._cell_pixels
-        if max_tokens is not None:
-            grid_cap = min(grid_cap, max_tokens)
-        if max_pixels is not None:
-            grid_cap = min(grid_cap, max_pixels // self.factor**2)
-        grid: tuple[int, int] | None = None
-        if grid_cap >= max(1, self._min_grid):
-            grid = self._scaled_grid(width_px, height_px, grid_cap)
-            if not self._is_legal_grid(*grid):
-                grid = self._closest_legal_grid(width_px, height_px, grid_cap)
-        if grid is None:
-            raise UnsupportedImageSizeError(
-                f"image {width_px}x{height_px} cannot be downscaled to {grid_cap:,} tokens: "
-                f"the model's processor enlarges images below {self._min_grid:,} tokens "
-                f"and refuses aspect ratios above {MAX_ASPECT_RATIO}"
-            )
-        return grid[0] * self.factor, grid[1] * self.factor
+    def _enlarged_below(self) -> str:
+        return f"{self._min_grid:,} tokens"
 
     def describe(self) -> str:
         low, high = self._min_grid * self.factor**2, self.max_pixels // self.temporal_patch_size

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.vision import ImageTokens
-from sidecar.vision.tiling import Size, pick_downscale
+from sidecar.vision.tiling import Size, TiledDownscale
 
 MAX_IMAGE_SIZE_PX = 4096  # the processor's absolute cap on the resized longest edge
 
@@ -51,7 +51,7 @@ def resize_to_longest_edge(height_px: int, width_px: int, longest_px: int) -> tu
 
 
 @dataclass(frozen=True, slots=True)
-class SplitImageRule:
+class SplitImageRule(TiledDownscale):
     """Crops of ``crop_px`` after scaling the longest edge to ``longest_edge_px``."""
 
     family: str
@@ -110,9 +110,8 @@ class SplitImageRule:
         side = self.longest_edge_px  # a square: the most crops in both directions
         return self.image_tokens(side, side)
 
-    def downscale_size(
-        self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
-    ) -> tuple[int, int]:
+    def downscale_candidates(self, width_px: int, height_px: int) -> list[Size]:
+        """The image flattened onto each smaller number of crop rows (or columns)."""
         # Every image is scaled to the same longest edge, so only the aspect ratio sets the
         # grid. Fewer crop rows (or columns) need a flatter image: the candidates narrow the
         # short side until it lands exactly on each smaller number of crops, which the
@@ -126,17 +125,7 @@ class SplitImageRule:
                 candidates += _near((width_px, math.floor(width_px * fraction)), 1)
             else:
                 candidates += _near((math.floor(height_px * fraction), height_px), 0)
-        return pick_downscale(
-            lambda w, h: self.image_tokens(w, h).tokens,
-            width_px,
-            height_px,
-            candidates,
-            max_tokens=max_tokens,
-            max_pixels=max_pixels,
-        )
-
-    def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> SplitImageRule:
-        return self
+        return candidates
 
     def describe(self) -> str:
         return (

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.vision import ImageTokens
-from sidecar.vision.tiling import Size, pick_downscale
+from sidecar.vision.tiling import Size, TiledDownscale
 
 Grid = tuple[int, int]  # (columns, rows)
 BOUNDARY_TOKENS = 2  # <img> and </img>, emitted by the processor around each image
@@ -51,7 +51,7 @@ def optimal_grid(width_px: int, height_px: int, tile: Size, min_tiles: int, max_
 
 
 @dataclass(frozen=True, slots=True)
-class InternVLRule:
+class InternVLRule(TiledDownscale):
     """``2 + image_seq_length * (grid tiles + thumbnail)``."""
 
     family: str
@@ -112,9 +112,8 @@ class InternVLRule:
             wrapper_tokens=self.wrapper_tokens,
         )
 
-    def downscale_size(
-        self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
-    ) -> tuple[int, int]:
+    def downscale_candidates(self, width_px: int, height_px: int) -> list[Size]:
+        """The image cut to each grid's shape, at a few scales of tile."""
         # The grid follows the aspect ratio, so shrinking alone rarely lowers the cost. The
         # candidates land exactly on each smaller grid: the processor resizes the image to that
         # grid's shape anyway, so the tiles it sees are the ones it would cut from the original.
@@ -126,17 +125,7 @@ class InternVLRule:
             for scale in {largest, min(largest, self.tile_width_px), min(largest, steady)}:
                 if scale >= 1:
                     candidates.append((columns * scale, rows * scale))
-        return pick_downscale(
-            lambda w, h: self.image_tokens(w, h).tokens,
-            width_px,
-            height_px,
-            candidates,
-            max_tokens=max_tokens,
-            max_pixels=max_pixels,
-        )
-
-    def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> InternVLRule:
-        return self
+        return candidates
 
     def describe(self) -> str:
         return (

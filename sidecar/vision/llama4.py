@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.vision import ImageTokens
-from sidecar.vision.tiling import Size, fit_inside, pick_downscale
+from sidecar.vision.tiling import Size, TiledDownscale, fit_inside
 
 Canvas = tuple[int, int]  # (height, width) in pixels
 FRAME_TOKENS = 3  # <|image_start|>, <|image|> and <|image_end|>
@@ -59,7 +59,7 @@ def best_canvas(
 
 
 @dataclass(frozen=True, slots=True)
-class Llama4Rule:
+class Llama4Rule(TiledDownscale):
     """``145 * tiles + 147`` tokens on a multi-tile canvas, 147 on a single tile."""
 
     family: str
@@ -115,26 +115,14 @@ class Llama4Rule:
             tokens=self._tokens_for(self.max_patches), wrapper_tokens=self.wrapper_tokens
         )
 
-    def downscale_size(
-        self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
-    ) -> tuple[int, int]:
+    def downscale_candidates(self, width_px: int, height_px: int) -> list[Size]:
+        """The image fitted into each canvas."""
         # Fitted exactly into a canvas, the image needs no resize there (scale 1), so that
         # canvas or a smaller one of the same limiting side is chosen: one candidate a canvas.
-        candidates: list[Size] = [
+        return [
             fit_inside(width_px, height_px, w, h)
             for h, w in supported_canvases(self.max_patches, self.tile_px)
         ]
-        return pick_downscale(
-            lambda w, h: self.image_tokens(w, h).tokens,
-            width_px,
-            height_px,
-            candidates,
-            max_tokens=max_tokens,
-            max_pixels=max_pixels,
-        )
-
-    def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> Llama4Rule:
-        return self
 
     def describe(self) -> str:
         return (

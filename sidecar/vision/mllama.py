@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.vision import ImageTokens
-from sidecar.vision.fixed import FixedTokensRule
+from sidecar.vision.fixed import FixedCostDownscale
 
 MLLAMA_PROMPT_TOKENS = 1  # <|image|> stays in the prompt as it is
 
@@ -51,7 +51,7 @@ def optimal_canvas_tiles(
 
 
 @dataclass(frozen=True, slots=True)
-class MllamaRule:
+class MllamaRule(FixedCostDownscale):
     """One prompt token; ``tiles x states_per_tile`` cross-attention states per image."""
 
     family: str
@@ -95,18 +95,6 @@ class MllamaRule:
             wrapper_tokens=self.wrapper_tokens,
             cross_attention_tokens=self.max_tiles * self.states_per_tile,
         )
-
-    def downscale_size(
-        self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
-    ) -> tuple[int, int]:
-        # The prompt cost is one token at any size, so only the pixel cap can be honoured.
-        fixed = FixedTokensRule(self.family, MLLAMA_PROMPT_TOKENS, self.wrapper_tokens)
-        return fixed.downscale_size(
-            width_px, height_px, max_tokens=max_tokens, max_pixels=max_pixels
-        )
-
-    def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> MllamaRule:
-        return self
 
     def describe(self) -> str:
         return (

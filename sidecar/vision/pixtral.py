@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.errors import UnsupportedImageSizeError
-from sidecar.vision import ImageTokens
+from sidecar.vision import ImageTokens, NoPixelRange
+from sidecar.vision.tiling import already_fits, within_caps
 
 
 @dataclass(frozen=True, slots=True)
-class PixtralRule:
+class PixtralRule(NoPixelRange):
     """Row-major patch tokens: ``rows x (cols + 1)`` for the resized image."""
 
     family: str
@@ -88,11 +89,7 @@ class PixtralRule:
     def downscale_size(
         self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
     ) -> tuple[int, int]:
-        # image_tokens raises first for a size the processor refuses, whatever the caps.
-        tokens = self.image_tokens(width_px, height_px).tokens
-        if (max_tokens is None or tokens <= max_tokens) and (
-            max_pixels is None or width_px * height_px <= max_pixels
-        ):
+        if already_fits(self, width_px, height_px, max_tokens=max_tokens, max_pixels=max_pixels):
             return width_px, height_px
         # Candidates keep the aspect ratio and stay within longest_edge, so the processor does
         # not resize them; there tokens and pixels only grow with the longer side, and a binary
@@ -106,9 +103,7 @@ class PixtralRule:
         def fits(long_px: int) -> bool:
             width, height = size(long_px)
             cost = self.image_tokens(width, height).tokens
-            return (max_tokens is None or cost <= max_tokens) and (
-                max_pixels is None or width * height <= max_pixels
-            )
+            return within_caps(cost, width, height, max_tokens=max_tokens, max_pixels=max_pixels)
 
         low, high = 1, min(long_side, self.longest_edge_px)
         if not fits(low):
@@ -123,10 +118,6 @@ class PixtralRule:
             else:
                 high = middle - 1
         return size(low)
-
-    def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> PixtralRule:
-        # The processor has a longest edge, not a pixel range; vLLM's pixel bounds do not apply.
-        return self
 
     def describe(self) -> str:
         return (

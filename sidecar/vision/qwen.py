@@ -2,9 +2,10 @@
 
 The processor rounds each side to a multiple of ``factor = patch_size * merge_size``,
 then scales the image into ``[min_pixels, max_pixels]`` keeping the aspect ratio, and
-emits ``(h / patch) * (w / patch) / merge**2`` tokens. The arithmetic below is
-transformers' ``smart_resize`` line for line, floating-point order and banker's
-rounding included, because a one-token difference is a wrong prediction.
+emits ``(h / patch) * (w / patch) / merge**2`` tokens. The resize is transformers'
+``smart_resize`` line for line (``sidecar.vision.smart_resize``, re-exported here); this module
+adds the rule and its downscale: a grid search over sizes that the resize leaves unchanged.
+Subclasses (GLM-4.1V) change what one token costs against the bounds (``_cell_pixels``).
 """
 
 from __future__ import annotations
@@ -15,32 +16,11 @@ from typing import Any
 
 from sidecar.errors import UnsupportedImageSizeError
 from sidecar.vision import ImageTokens
+from sidecar.vision.smart_resize import MAX_ASPECT_RATIO as MAX_ASPECT_RATIO
+from sidecar.vision.smart_resize import smart_resize as smart_resize
+from sidecar.vision.tiling import already_fits
 
-MAX_ASPECT_RATIO = 200
 QWEN_WRAPPER_TOKENS = 2  # <|vision_start|> and <|vision_end|> around each image
-
-
-def smart_resize(
-    height_px: int, width_px: int, *, factor: int, min_pixels: int, max_pixels: int
-) -> tuple[int, int]:
-    """transformers' Qwen2-VL ``smart_resize``: the (height, width) the processor feeds the ViT."""
-    if max(height_px, width_px) / min(height_px, width_px) > MAX_ASPECT_RATIO:
-        ratio = max(height_px, width_px) / min(height_px, width_px)
-        raise UnsupportedImageSizeError(
-            f"image {width_px}x{height_px} has an aspect ratio of {ratio:.1f}; "
-            f"the model's processor refuses ratios above {MAX_ASPECT_RATIO}"
-        )
-    h_bar = round(height_px / factor) * factor
-    w_bar = round(width_px / factor) * factor
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt((height_px * width_px) / max_pixels)
-        h_bar = max(factor, math.floor(height_px / beta / factor) * factor)
-        w_bar = max(factor, math.floor(width_px / beta / factor) * factor)
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (height_px * width_px))
-        h_bar = math.ceil(height_px * beta / factor) * factor
-        w_bar = math.ceil(width_px * beta / factor) * factor
-    return h_bar, w_bar
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,24 +72,20 @@ class QwenSmartResizeRule:
         )
 
     def max_image_tokens(self) -> ImageTokens:
-        # vLLM profiles with max_pixels // factor**2 tokens, factorised into a legal grid.
+        # vLLM profiles with max_pixels // cell tokens, factorised into a legal grid.
         return ImageTokens(
-            tokens=self.max_pixels // self.factor**2, wrapper_tokens=self.wrapper_tokens
+            tokens=self.max_pixels // self._cell_pixels, wrapper_tokens=self.wrapper_tokens
         )
 
     def downscale_size(
         self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
     ) -> tuple[int, int]:
-        # image_tokens raises first for a size the processor refuses, whatever the caps.
-        tokens = self.image_tokens(width_px, height_px).tokens
-        if (max_tokens is None or tokens <= max_tokens) and (
-            max_pixels is None or width_px * height_px <= max_pixels
-        ):
+        if already_fits(self, width_px, height_px, max_tokens=max_tokens, max_pixels=max_pixels):
             return width_px, height_px
         # Target sides are multiples of the factor inside [min_pixels, max_pixels], with an
         # aspect ratio the processor accepts: smart_resize leaves such a size unchanged, so the
         # re-probed cost is exactly the grid chosen here.
-        grid_cap = self.max_pixels // self.factor**2
+        grid_cap = self.max_pixels // self._cell_pixels
         if max_tokens is not None:
             grid_cap = min(grid_cap, max_tokens)
         if max_pixels is not None:
@@ -124,15 +100,25 @@ class QwenSmartResizeRule:
         if grid is None:
             raise UnsupportedImageSizeError(
                 f"image {width_px}x{height_px} cannot be downscaled to {grid_cap:,} tokens: "
-                f"the model's processor enlarges images below {self.min_pixels:,} pixels "
+                f"the model's processor enlarges images below {self._enlarged_below} "
                 f"and refuses aspect ratios above {MAX_ASPECT_RATIO}"
             )
         return grid[0] * self.factor, grid[1] * self.factor
 
     @property
+    def _cell_pixels(self) -> int:
+        """Pixels one token costs against ``[min_pixels, max_pixels]``: one factor x factor cell."""
+        return self.factor**2
+
+    @property
+    def _enlarged_below(self) -> str:
+        """The smallest size smart_resize leaves unenlarged, in the refusal's words."""
+        return f"{self.min_pixels:,} pixels"
+
+    @property
     def _min_grid(self) -> int:
         """Fewest grid cells smart_resize leaves unenlarged."""
-        return -(-self.min_pixels // self.factor**2)
+        return -(-self.min_pixels // self._cell_pixels)
 
     def _is_legal_grid(self, grid_w: int, grid_h: int) -> bool:
         """Whether smart_resize keeps this grid's size as it is, neither enlarged nor refused."""

@@ -1,10 +1,12 @@
-"""Shared geometry of the tile families: fitting a size into a box and picking a downscale.
+"""Shared downscale geometry: fitting a size into a box or a pixel cap, picking a downscale.
 
 Tile processors (LLaVA-NeXT, LLaVA-OneVision, InternVL, Idefics3, SmolVLM, Llama 4) charge
 per tile of a grid they choose from the image's size. Their costs are step functions, so a
 downscale is chosen among a few candidate sizes that land exactly on a grid: each family
-proposes its candidates, and ``pick_downscale`` prices every one with the family's own
-exact rule and keeps the best that fits. No candidate is trusted without being priced.
+proposes its candidates (``TiledDownscale.downscale_candidates``), and ``pick_downscale``
+prices every one with the family's own exact rule and keeps the best that fits. No candidate
+is trusted without being priced. ``cap_pixels``, ``within_caps`` and ``already_fits`` also
+serve the families whose cost does not follow tiles (fixed-cost, Qwen, Pixtral).
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from fractions import Fraction
+from typing import Protocol
 
 from sidecar.errors import UnsupportedImageSizeError
+from sidecar.vision import ImageTokens, NoPixelRange, VisionRule
 
 Size = tuple[int, int]  # (width, height) in pixels
 
@@ -32,8 +36,34 @@ def fit_inside(width_px: int, height_px: int, box_width_px: int, box_height_px: 
     return max(1, math.floor(width_px * scale)), max(1, math.floor(height_px * scale))
 
 
+def within_caps(
+    tokens: int, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
+) -> bool:
+    """Whether a size that costs ``tokens`` honours both caps (None: no cap)."""
+    return (max_tokens is None or tokens <= max_tokens) and (
+        max_pixels is None or width_px * height_px <= max_pixels
+    )
+
+
+def already_fits(
+    rule: VisionRule,
+    width_px: int,
+    height_px: int,
+    *,
+    max_tokens: int | None,
+    max_pixels: int | None,
+) -> bool:
+    """Whether the original size honours both caps as it is.
+
+    The size is priced first, so one the processor refuses raises UnsupportedImageSizeError
+    whatever the caps.
+    """
+    tokens = rule.image_tokens(width_px, height_px).tokens
+    return within_caps(tokens, width_px, height_px, max_tokens=max_tokens, max_pixels=max_pixels)
+
+
 def cap_pixels(width_px: int, height_px: int, max_pixels: int | None) -> Size:
-    """The size scaled down, aspect ratio kept, to at most ``max_pixels`` pixels."""
+    """The size scaled down, aspect ratio kept, to at most ``max_pixels`` (>= 1) pixels."""
     if max_pixels is None or width_px * height_px <= max_pixels:
         return width_px, height_px
     scale = math.sqrt(max_pixels / (width_px * height_px))
@@ -86,3 +116,39 @@ def pick_downscale(
     least = min(distortion(s, width_px, height_px) for s in fitting)
     close = [s for s in fitting if distortion(s, width_px, height_px) <= least + _SAME_ASPECT]
     return max(close, key=lambda s: (s[0] * s[1], -distortion(s, width_px, height_px)))
+
+
+class _TiledRule(Protocol):
+    """What ``TiledDownscale`` needs of the rule it is mixed into."""
+
+    def image_tokens(self, width_px: int, height_px: int) -> ImageTokens: ...
+
+    def downscale_candidates(self, width_px: int, height_px: int) -> Iterable[Size]: ...
+
+
+class TiledDownscale(NoPixelRange):
+    """Mixin for the tile families: ``downscale_size`` picks among the family's candidates.
+
+    The rule supplies ``downscale_candidates``: sizes that land exactly on a smaller grid.
+    Tile processors have no pixel range, so vLLM's pixel bounds leave the rule unchanged.
+    """
+
+    __slots__ = ()
+
+    def downscale_size(
+        self: _TiledRule,
+        width_px: int,
+        height_px: int,
+        *,
+        max_tokens: int | None,
+        max_pixels: int | None,
+    ) -> Size:
+        """The best priced candidate within both caps; see ``pick_downscale``."""
+        return pick_downscale(
+            lambda w, h: self.image_tokens(w, h).tokens,
+            width_px,
+            height_px,
+            self.downscale_candidates(width_px, height_px),
+            max_tokens=max_tokens,
+            max_pixels=max_pixels,
+        )

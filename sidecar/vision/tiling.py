@@ -66,6 +66,8 @@ def cap_pixels(width_px: int, height_px: int, max_pixels: int | None) -> Size:
     """The size scaled down, aspect ratio kept, to at most ``max_pixels`` (>= 1) pixels."""
     if max_pixels is None or width_px * height_px <= max_pixels:
         return width_px, height_px
+    if max_pixels < 1:
+        raise ValueError(f"max_pixels must be at least 1, got {max_pixels}")
     scale = math.sqrt(max_pixels / (width_px * height_px))
     width = max(1, math.floor(width_px * scale))
     height = max(1, math.floor(height_px * scale))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -103,6 +104,18 @@ def print_table(rows: list[dict[str, str]], out: TextIO) -> None:
         out.write(f"  {row['detail']}\n")
 
 
+def _port_is_free(port: int) -> bool:
+    """Whether 127.0.0.1:port can be bound; the demo falls back to a free port otherwise."""
+    if port == 0:
+        return True
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 async def run_demo(out: TextIO, *, port: int = 8080, metrics_port: int = 9090, once: bool) -> None:
     """Start everything, send the workload, print the table, then serve until cancelled."""
     async with run_standin(StandinConfig(served_model_name=DEMO_MODEL)) as standin:
@@ -110,8 +123,8 @@ async def run_demo(out: TextIO, *, port: int = 8080, metrics_port: int = 9090, o
             model=DEMO_MODEL,
             upstream_url=standin.url,  # type: ignore[arg-type]  # pydantic parses the URL
             listen_host="127.0.0.1",
-            port=port,
-            metrics_port=metrics_port,
+            port=port if _port_is_free(port) else 0,
+            metrics_port=metrics_port if _port_is_free(metrics_port) else 0,
             **DEMO_BUDGETS,
         )
         async with running_sidecar(settings) as sidecar:

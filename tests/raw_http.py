@@ -8,6 +8,7 @@ the server answers or hangs up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,10 +87,8 @@ class RawConnection:
 
     async def close(self) -> None:
         self.writer.close()
-        try:
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
             await self.writer.wait_closed()
-        except (ConnectionResetError, BrokenPipeError):
-            pass
 
 
 def request_head(

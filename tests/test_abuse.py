@@ -9,7 +9,6 @@ and the ledger is back at zero.
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import json
 import time
@@ -32,7 +31,6 @@ from tests.proxy_helpers import (
     expected,
     image_url_part,
     ledger_is_idle,
-    messages,
 )
 from tests.raw_http import RawConnection, RawReply, chunk, request_head
 

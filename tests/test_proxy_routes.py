@@ -268,6 +268,22 @@ async def test_proxy_prices_url_images_at_the_model_max_without_fetching_when_as
     assert standin.requests[-1].body == orjson.dumps(body)
 
 
+async def test_proxy_prices_https_url_images_at_the_model_max_by_default(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    standin.set_cache_config(max_model_len=128_000)  # room for three of the largest images
+    sidecar = await make_sidecar()  # SIDECAR_REMOTE_IMAGES defaults to assume_max
+    body = chat(
+        image_url_part("https://images.test/photo.jpg"),
+        {"image_url": "HTTPS://images.test/icon.png"},
+        {"type": "input_image", "image_url": "https://images.test/cat.webp?size=large"},
+    )
+    reply = await post(session, sidecar, body)
+    assert reply.status == 200, reply.body
+    assert reply.prediction == expected(image_tokens=[RULE.max_image_tokens().tokens] * 3)
+    assert standin.requests[-1].body == orjson.dumps(body)
+
+
 @pytest.mark.parametrize(("path", "make_body"), URL_SHAPES)
 async def test_proxy_probes_url_images_for_their_real_size_when_probe(
     probing_sidecar: RunningSidecar,

@@ -21,11 +21,11 @@ The oracles:
 """
 
 from __future__ import annotations
-
 import __future__
 
 import ast
 import base64
+import contextlib
 import functools
 import io
 import json
@@ -46,6 +46,7 @@ import pytest
 import structlog
 import transformers
 from aiohttp import web
+from PIL import Image
 from prometheus_client import CollectorRegistry
 from pytest_aiohttp import AiohttpServer
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -62,7 +63,6 @@ from sidecar.server import running_sidecar
 from sidecar.settings import Settings
 from sidecar.standin import StandinServer
 from sidecar.text_tokens import PromptCounter
-from sidecar.video import VideoRule
 from sidecar.video.isobmff import IndexReach, display_rotation_degrees, index_reach
 from sidecar.video.probe import (
     VideoHeader,
@@ -171,12 +171,10 @@ def class_attributes(path: Path, class_name: str) -> dict[str, Any]:
     values: dict[str, Any] = {"num_frames": None, "fps": None}  # BaseVideoProcessor's
     for node in owner.body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            try:
+            with contextlib.suppress(NameError):  # names such as PILImageResampling: not needed
                 values[node.targets[0].id] = eval(  # noqa: S307 - constant expressions only
                     compile(ast.Expression(node.value), str(path), "eval"), {"__builtins__": {}}
                 )
-            except (NameError, AttributeError):
-                pass
     return values
 
 
@@ -334,6 +332,37 @@ def test_probe_refuses_what_is_not_a_video(data: bytes, message: str) -> None:
         probe_video_bytes(data)
     assert caught.value.param == "video_url"
     assert caught.value.status == 400
+
+
+def test_probe_refuses_a_container_without_a_video_stream() -> None:
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="wav") as output:
+        stream = output.add_stream("pcm_s16le", rate=8000)
+        frame = av.AudioFrame.from_ndarray(np.zeros((1, 800), np.int16), "s16", "mono")
+        frame.sample_rate = 8000
+        output.mux(stream.encode(frame))
+        output.mux(stream.encode())
+    with pytest.raises(VideoError, match="the wav container holds no video stream"):
+        probe_video_bytes(buffer.getvalue())
+
+
+def _box(kind: bytes, payload: bytes = b"", *, size: int | None = None) -> bytes:
+    return (len(payload) + 8 if size is None else size).to_bytes(4) + kind + payload
+
+
+@pytest.mark.parametrize(
+    ("prefix", "reach"),
+    [
+        (_box(b"ftyp", b"isom") + _box(b"moov", b"x" * 8), IndexReach.COMPLETE),
+        (_box(b"ftyp", b"isom") + _box(b"moov", size=4096), IndexReach.NEEDS_MORE),
+        (_box(b"ftyp", b"isom") + _box(b"moov", size=1 << 30), IndexReach.BEYOND_LIMIT),
+        (_box(b"ftyp") + _box(b"mdat", (1 << 40).to_bytes(8), size=1), IndexReach.BEYOND_LIMIT),
+        (_box(b"ftyp") + _box(b"mdat", b"x" * 32, size=0), IndexReach.NEEDS_MORE),
+    ],
+    ids=["moov-inside", "moov-cut", "moov-too-big", "64-bit-mdat", "mdat-to-the-end"],
+)
+def test_index_reach_walks_top_level_boxes(prefix: bytes, reach: IndexReach) -> None:
+    assert index_reach(prefix, 1 << 20) is reach
 
 
 def test_probe_refuses_frames_over_the_pixel_limit() -> None:
@@ -497,11 +526,20 @@ def test_qwen3_timestamps_are_vllms_and_counted_exactly_with_a_tokenizer() -> No
     exact = QWEN3_RULE.video_tokens(header, count_text_tokens=qwen_like)
     estimate = QWEN3_RULE.video_tokens(header)
     groups = exact.grid[0]
-    assert exact.timestamp_tokens_exact and not estimate.timestamp_tokens_exact
+    assert exact.timestamp_tokens_exact
+    assert not estimate.timestamp_tokens_exact
     assert exact.wrapper_tokens == 2 * groups + sum(qwen_like(t) for t in texts)
     assert estimate.wrapper_tokens == 2 * groups + sum(len(t) for t in texts)
     assert estimate.wrapper_tokens - exact.wrapper_tokens == 7 * groups
     assert exact.tokens == estimate.tokens
+
+
+@pytest.mark.parametrize("rule", [QWEN25_RULE, QWEN3_RULE], ids=["qwen2_5_vl", "qwen3_vl"])
+def test_rule_refuses_a_video_without_frame_count_or_rate(rule: QwenVideoRule) -> None:
+    with pytest.raises(VideoError, match="needs a known frame count and frame rate"):
+        rule.sampled_frames(0, 30.0)
+    with pytest.raises(VideoError, match="needs a known frame count and frame rate"):
+        rule.sampled_frames(30, 0.0)
 
 
 def test_qwen3_timestamps_pair_the_last_frame_with_itself_for_an_odd_count() -> None:
@@ -541,7 +579,7 @@ def test_clip_smart_resize_is_transformers_qwen3_function() -> None:
             expected = "refused"
         try:
             got: Any = clip_smart_resize(*args, **bounds)
-        except Exception:  # noqa: BLE001 - compared with the oracle's refusal
+        except Exception:
             got = "refused"
         assert got == expected, args
 
@@ -625,3 +663,298 @@ def test_model_directory_video_config_is_found_where_transformers_looks(tmp_path
     rule = load_profile(str(_qwen3_directory(tmp_path / "neither"))).video
     assert isinstance(rule, QwenVideoRule)  # built from preprocessor_config.json's size
     assert (rule.min_pixels, rule.max_pixels) == (65_536, 16_777_216)
+
+
+# --- pricing, end to end ----------------------------------------------------------------------
+
+BRIEF_VIDEO = (640, 640, 32, 2)  # 16 s at 2 fps: 32 frames sampled, 16 groups of 529 tokens
+TEXT_ESTIMATE = math.ceil(len("What happens?") / 3) + 16  # chars / 3, plus the template's 16
+
+
+async def post(
+    session: aiohttp.ClientSession, port: int, body: dict[str, Any]
+) -> tuple[int, Any, dict[str, str]]:
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    async with session.post(url, data=orjson.dumps(body)) as response:
+        return response.status, await response.json(), dict(response.headers)
+
+
+def finished(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [entry for entry in logs if entry["event"] == "request.finished"]
+
+
+async def test_sidecar_reports_an_inline_videos_exact_tokens(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar()
+    body = chat(video_part(data_uri(make_video(*BRIEF_VIDEO))))
+    with structlog.testing.capture_logs() as logs:
+        status, _, headers = await post(session, sidecar.port, body)
+    assert status == 200
+    assert int(headers[VISUAL]) == 8_464
+    assert int(headers[PROMPT_TOKENS]) == 8_464 + 2 + TEXT_ESTIMATE
+    assert orjson.loads(standin.requests[-1].body) == body  # forwarded as sent
+    (line,) = finished(logs)
+    (video,) = line["videos"]
+    assert video["tokens"] == 8_464
+    assert video["frames_sampled"] == 32
+    assert (video["size"], video["format"], video["duration_seconds"]) == ("640x640", MP4, 16.0)
+    registry: CollectorRegistry = sidecar.state.extra["registry"]
+    labels = {"model": sidecar.state.metrics.model}
+    assert registry.get_sample_value("vlm_sidecar_video_tokens_sum", labels) == 8_464
+    assert registry.get_sample_value("vlm_sidecar_video_seconds_sum", labels) == 16.0
+    counted = {**labels, "format": "mp4", "source": "data"}
+    assert registry.get_sample_value("vlm_sidecar_videos_total", counted) == 1
+    unknown = {**labels, "format": "unknown", "source": "url"}
+    assert registry.get_sample_value("vlm_sidecar_videos_total", unknown) == 0
+
+
+async def test_sidecar_rejects_a_video_over_the_visual_token_budget_naming_it(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar(max_request_visual_tokens=5_000)
+    status, answer, headers = await post(
+        session, sidecar.port, chat(video_part(data_uri(make_video(*BRIEF_VIDEO))))
+    )
+    assert status == 400
+    assert headers["x-vlm-sidecar-decision"] == "reject"
+    assert answer["error"]["message"] == (
+        "request costs 8,464 visual tokens; SIDECAR_MAX_REQUEST_VISUAL_TOKENS is 5,000 "
+        "(video 1 of 1 (640x640, 16.0 s) costs 8,464 tokens)"
+    )
+    assert standin.requests == []
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        (data_uri(b"not a video, only text" * 10), "video 2 of 2: FFmpeg cannot read it"),
+        ("data:video/mp4;base64,QUJ", "video 2 of 2: the data URL is not valid base64"),
+        (data_uri(make_video(32, 32, 1, 1)), "video 2 of 2: the video has 1 frame"),
+    ],
+    ids=["not-a-video", "bad-padding", "one-frame"],
+)
+async def test_sidecar_answers_400_naming_a_video_it_cannot_price(
+    make_sidecar: SidecarFactory,
+    standin: StandinServer,
+    session: aiohttp.ClientSession,
+    uri: str,
+    message: str,
+) -> None:
+    sidecar = await make_sidecar()
+    good = video_part(data_uri(make_video(16, 16, 8, 4)))
+    status, answer, _ = await post(session, sidecar.port, chat(good, video_part(uri)))
+    assert status == 400
+    assert answer["error"]["message"].startswith(message)
+    assert answer["error"]["param"] == "video_url"
+    assert standin.requests == []
+
+
+async def test_sidecar_prices_videos_it_cannot_read_at_the_allowance_and_says_why(
+    make_sidecar: SidecarFactory, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar(video_tokens_per_item=500)
+    body = chat(
+        video_part("https://videos.test/clip.mp4"),
+        video_part(data_uri(make_video(16, 16, 8, 4), "video/jpeg")),
+        {"type": "video_url", "video_url": None, "uuid": "seen-before"},
+    )
+    with structlog.testing.capture_logs() as logs:
+        status, _, headers = await post(session, sidecar.port, body)
+    assert status == 200
+    assert int(headers[VISUAL]) == 3 * 500
+    assert int(headers[PROMPT_TOKENS]) == 3 * 500 + TEXT_ESTIMATE  # no wrappers on allowances
+    reasons = [video["allowance_reason"] for video in finished(logs)[0]["videos"]]
+    assert reasons == [
+        "a URL, not probed (SIDECAR_REMOTE_IMAGES is not probe)",
+        "a video/jpeg frame list carries no timing",
+        "a cached item (uuid) of unknown size",
+    ]
+
+
+async def test_sidecar_prices_a_container_without_a_frame_count_at_the_allowance(
+    make_sidecar: SidecarFactory, session: aiohttp.ClientSession
+) -> None:
+    """FFmpeg opens a PNG as a one-picture stream with no frame count: vLLM's loader cannot
+    sample it, and the sidecar does not guess."""
+    sidecar = await make_sidecar(video_tokens_per_item=700)
+    picture = io.BytesIO()
+    Image.new("RGB", (40, 30)).save(picture, "PNG")
+    with structlog.testing.capture_logs() as logs:
+        status, _, headers = await post(
+            session, sidecar.port, chat(video_part(data_uri(picture.getvalue(), "video/png")))
+        )
+    assert status == 200
+    assert int(headers[VISUAL]) == 700
+    (video,) = finished(logs)[0]["videos"]
+    assert video["allowance_reason"] == "the container gives no frame rate or frame count"
+    assert (video["size"], video["format"]) == ("40x30", "png_pipe")
+
+
+async def test_sidecar_reads_a_video_data_uri_written_with_json_escapes(
+    make_sidecar: SidecarFactory, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar()
+    uri = data_uri(make_video(*BRIEF_VIDEO))
+    assert "/" in uri
+    raw = orjson.dumps(chat(video_part(uri))).replace(b"/", b"\\/")
+    url = f"http://127.0.0.1:{sidecar.port}/v1/chat/completions"
+    async with session.post(url, data=raw) as response:
+        assert response.status == 200
+        assert int(response.headers[VISUAL]) == 8_464
+
+
+async def test_sidecar_prices_videos_of_families_without_a_rule_at_the_allowance(
+    make_sidecar: SidecarFactory, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar(model="llava-hf/llava-1.5-7b-hf")
+    status, _, headers = await post(
+        session, sidecar.port, chat(video_part(data_uri(make_video(*BRIEF_VIDEO))))
+    )
+    assert status == 200
+    assert int(headers[VISUAL]) == 16_384
+
+
+# --- URL videos under SIDECAR_REMOTE_IMAGES=probe ---------------------------------------------
+
+MOOV_FIRST = make_video(32, 32, 60, 30, moov_first=True)
+MOOV_LAST = make_video(64, 64, 30, 30, noise=True)  # ~100 KB of media data before the index
+
+
+def _ranged(body: bytes, request: web.Request) -> web.Response:
+    first, _, last = request.headers.get("Range", "bytes=0-").removeprefix("bytes=").partition("-")
+    end = min(int(last or len(body) - 1), len(body) - 1)
+    return web.Response(
+        status=206, body=body[int(first) : end + 1],
+        headers={"Content-Range": f"bytes {first}-{end}/{len(body)}"},
+    )  # fmt: skip
+
+
+def _serving(body: bytes | None) -> Callable[[web.Request], Any]:
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(status=404) if body is None else _ranged(body, request)
+
+    return handler
+
+
+@pytest.fixture
+async def video_site(aiohttp_server: AiohttpServer) -> str:
+    """http://videos.test:<port>/ reaching a loopback server that honours Range."""
+    app = web.Application()
+    app.router.add_get("/moov-first.mp4", _serving(MOOV_FIRST))
+    app.router.add_get("/moov-last.mp4", _serving(MOOV_LAST))
+    app.router.add_get("/gone.mp4", _serving(None))
+    server = await aiohttp_server(app)
+    return f"http://videos.test:{server.port}"
+
+
+async def _loopback(host: str, port: int) -> list[str]:
+    return ["127.0.0.1"]
+
+
+async def test_sidecar_probes_url_videos_from_a_bounded_prefix(
+    standin: StandinServer, session: aiohttp.ClientSession, video_site: str
+) -> None:
+    settings = Settings(
+        model=QWEN, upstream_url=standin.url, listen_host="127.0.0.1", port=0, metrics_port=0,
+        remote_images="probe", remote_image_allowed_domains="videos.test",
+        remote_image_max_bytes=16 * 1024, video_tokens_per_item=500,
+    )  # fmt: skip
+    prober = make_remote_prober(
+        settings, resolver=_loopback, address_allowed=lambda ip: str(ip) == "127.0.0.1"
+    )
+    body = chat(
+        video_part(f"{video_site}/moov-first.mp4"),
+        video_part(f"{video_site}/moov-last.mp4"),
+        video_part(f"{video_site}/gone.mp4"),
+    )
+    async with running_sidecar(settings, registry=CollectorRegistry(), remote_prober=prober) as s:
+        with structlog.testing.capture_logs() as logs:
+            status, _, headers = await post(session, s.port, body)
+        refused_status, refused, _ = await post(
+            session, s.port, chat(video_part("http://elsewhere.test/clip.mp4"))
+        )
+    exact = QWEN25_RULE.video_tokens(probe_video_bytes(MOOV_FIRST))
+    assert status == 200
+    assert int(headers[VISUAL]) == exact.tokens + 2 * 500
+    first, last, gone = finished(logs)[0]["videos"]
+    assert (first["tokens"], first["frames_sampled"], first["size"]) == (exact.tokens, 4, "32x32")
+    assert (
+        "index (moov) after the media data, beyond the first 16,384 bytes"
+        in (last["allowance_reason"])
+    )
+    assert gone["allowance_reason"].endswith("the image server answered HTTP 404")
+    assert refused_status == 400
+    assert refused["error"]["param"] == "video_url"
+    assert refused["error"]["message"] == (
+        "video 1 of 1: remote video http://elsewhere.test/clip.mp4: host elsewhere.test is not "
+        "in SIDECAR_REMOTE_IMAGE_ALLOWED_DOMAINS"
+    )
+
+
+# --- Qwen3-VL timestamps counted with the model directory's tokenizer -------------------------
+
+SPECIAL_TOKENS = [
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+    "<|image_pad|>", "<|video_pad|>",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def qwen3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Qwen3-VL-8B directory with a small byte-level BPE tokenizer trained here."""
+    directory = _qwen3_directory(
+        tmp_path_factory.mktemp("qwen3") / "model",
+        video_preprocessor_config=BUILTIN_MODELS[QWEN3].video_preprocessor or {},
+    )
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    corpus = [f"<{t / 10:.1f} seconds> what happens in the video" for t in range(0, 400, 7)]
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train_from_iterator(corpus * 5, trainer)
+    tokenizer.save(str(directory / "tokenizer.json"))
+    (directory / "chat_template.jinja").write_text(TEMPLATE)
+    return directory
+
+
+async def test_qwen3_video_prompt_tokens_equal_vllms_expansion_with_the_tokenizer(
+    qwen3_dir: Path,
+) -> None:
+    profile = load_profile(str(qwen3_dir))
+    counter = PromptCounter.from_model_dir(qwen3_dir, profile.model_type)
+    assert counter is not None
+    assert isinstance(profile.video, QwenVideoRule)
+    video = make_video(32, 32, 75, Fraction(15, 2))
+    body = chat(video_part(data_uri(video)))
+    raw = orjson.dumps(body)
+    prediction = await Pricer(profile, Settings(model=str(qwen3_dir)), None, counter).price(
+        parse_request_body(raw, Route.CHAT), raw
+    )
+    # The oracle: the template through transformers, then vLLM's get_video_repl in place of
+    # <|vision_start|><|video_pad|><|vision_end|> (replicated: vLLM is not installed).
+    fast = PreTrainedTokenizerFast(tokenizer_file=str(qwen3_dir / "tokenizer.json"))
+    messages = [{"role": "user", "content": [
+        {"type": "text", "text": "What happens?"}, {"type": "video"},
+    ]}]  # fmt: skip
+    text = fast.apply_chat_template(
+        messages, chat_template=TEMPLATE, add_generation_prompt=True, tokenize=False
+    )
+    ids = fast.encode(text, add_special_tokens=False)
+    header = probe_video_bytes(video)
+    indices = oracle_frames(profile.video, header.frame_count, header.fps or 0.0)
+    assert indices is not None
+    grid = oracle_tokens(profile.video, header)
+    assert not isinstance(grid, str)
+    per_group = grid[0] // grid[1][0]
+    expansion = sum(
+        len(fast.encode(f"<{t:.1f} seconds>", add_special_tokens=False)) + 1 + per_group + 1
+        for t in vllm_timestamps(indices, header.fps or 0.0, 2)
+    )
+    assert prediction.text_tokens_exact
+    assert prediction.videos[0].tokens.timestamp_tokens_exact
+    assert prediction.prompt_tokens == len(ids) - 3 + expansion

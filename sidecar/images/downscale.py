@@ -137,9 +137,12 @@ def downscale_image(
             image, icc_profile = _decode(source, target_size, max_decode_pixels)
     except ImageError:
         raise
-    except Image.DecompressionBombError as exc:  # Pillow's own limit, inside GIF or TIFF
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:  # GIF, TIFF
         raise ImageTooLargeError(f"the image is too large to decode: {exc}") from exc
-    except (OSError, EOFError, ValueError, SyntaxError, IndexError, TypeError, RuntimeError) as exc:
+    # Warning too: Pillow warns about damaged metadata, and under ``-W error`` that raises.
+    except (
+        OSError, EOFError, ValueError, SyntaxError, IndexError, TypeError, RuntimeError, Warning
+    ) as exc:  # fmt: skip
         if _is_truncation(raw, exc):
             raise TruncatedImageError(f"the image data ends early: {exc}") from exc
         raise NotAnImageError(f"the image data is corrupt and cannot be decoded: {exc}") from exc

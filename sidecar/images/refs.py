@@ -220,6 +220,11 @@ class RefFinder:
                 f"Too many messages and content parts (more than {self._max_parts})", param=param
             )
 
+    def as_sent(self, value: Any) -> Any:
+        """``value`` as the client wrote it: a lifted string is read back, the tree untouched."""
+        lift = self._lift_of(value) if isinstance(value, str) else None
+        return value if lift is None else lift.text(self._body)
+
     def _lift_of(self, value: str) -> Lift | None:
         return self._lifts.get(value) if value[:1] == "\x00" else None
 
@@ -248,7 +253,7 @@ class RefFinder:
                 f"Supported types: {', '.join(SUPPORTED_PART_TYPES)}",
                 param="type",
             )
-        uuid = None if uuid is None else str(uuid)
+        uuid = None if uuid is None else str(self.as_sent(uuid))
         value = part.get("image_url" if kind == "input_image" else kind)
         if kind in _TEXT_FIELDS:
             self.text(part, _TEXT_FIELDS[kind], _TEXT_FIELDS[kind])

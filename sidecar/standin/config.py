@@ -34,7 +34,10 @@ def count_images(body: Mapping[str, Any]) -> int:
         1
         for _, node in _walk(body)
         if isinstance(node, Mapping)
-        and (node.get("type") in _IMAGE_PART_TYPES or ("type" not in node and "image_url" in node))
+        and (
+            (isinstance(node.get("type"), str) and node["type"] in _IMAGE_PART_TYPES)
+            or ("type" not in node and "image_url" in node)
+        )
     )
 
 

@@ -153,8 +153,8 @@ async def _stream(
     request: web.Request, events: list[bytes], delay_seconds: float, reset_after: int | None
 ) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": SSE_CONTENT_TYPE})
-    await response.prepare(request)
     try:
+        await response.prepare(request)
         for index, event in enumerate(events):
             if index and delay_seconds:
                 await asyncio.sleep(delay_seconds)
@@ -163,7 +163,7 @@ async def _stream(
                 break
             await response.write(event)
     except ConnectionResetError:
-        pass  # the client left mid-stream; there is nobody to finish for
+        pass  # the client left (before the headers, or mid-stream): nobody to finish for
     return response
 
 

@@ -8,9 +8,12 @@ current partial line plus the last event that mentions ``"usage"``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import orjson
+
+_COUNTS_PROMPT = re.compile(rb'"(prompt|input)_tokens"')
 
 MAX_JSON_BODY_BYTES = 4 << 20  # usage sits at the end of bodies far smaller than this
 
@@ -48,7 +51,10 @@ class UsageTap:
         lines = data.split(b"\n")
         self._partial_line = lines.pop()
         for line in lines:
-            if line.startswith(b"data:") and b'"usage"' in line:
+            # Anthropic's closing message_delta carries only output tokens: keep the event that
+            # counted the prompt (chat's final chunk, Responses' response.completed,
+            # Anthropic's message_start).
+            if line.startswith(b"data:") and b'"usage"' in line and _COUNTS_PROMPT.search(line):
                 self._last_usage_event = line[5:].strip()
 
     @property
@@ -68,7 +74,14 @@ def _parse_usage(raw: bytes | None) -> Usage | None:
         document = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-    usage = document.get("usage") if isinstance(document, dict) else None
+    if not isinstance(document, dict):
+        return None
+    # Responses nests usage under "response", Anthropic's message_start under "message".
+    holder = next(
+        (document[key] for key in ("response", "message") if isinstance(document.get(key), dict)),
+        document,
+    )
+    usage = holder.get("usage") or document.get("usage")
     if not isinstance(usage, dict):
         return None
     prompt = usage.get("prompt_tokens", usage.get("input_tokens"))

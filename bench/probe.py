@@ -27,7 +27,8 @@ from typing import Any
 import pillow_heif
 from PIL import Image, ImageChops
 
-from sidecar.images.probe import probe_data_uri, validate_base64
+from sidecar.images.data_uri import validate_base64
+from sidecar.images.probe import probe_data_uri
 
 SIZES = ((640, 480), (1920, 1080), (4032, 3024))
 FORMATS: dict[str, dict[str, Any]] = {

@@ -67,7 +67,8 @@ from PIL import Image
 from sidecar.admission import decide
 from sidecar.allocator import tune_allocator
 from sidecar.app import make_state
-from sidecar.images.probe import probe_base64, validate_base64
+from sidecar.images.data_uri import validate_base64
+from sidecar.images.probe import probe_base64
 from sidecar.kv_budget import KvBudget
 from sidecar.log import configure_logging, get_logger
 from sidecar.request_body import Route, parse_request_body

@@ -25,11 +25,11 @@ import atheris
 with atheris.instrument_imports():
     from sidecar import request_body
     from sidecar.errors import ImageError, InvalidRequestError
-    from sidecar.images import downscale, header_parsers, probe, refs
+    from sidecar.images import downscale, headers, probe, refs
 
 from PIL import Image
 
-INSTRUMENTED = (refs, header_parsers)  # imported for coverage, called through the others
+INSTRUMENTED = (refs, headers)  # imported for coverage, called through the others
 ROUTES = list(request_body.Route)
 DOWNSCALE_LIMIT_PIXELS = 4096
 

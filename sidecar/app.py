@@ -21,13 +21,9 @@ from sidecar.closed_loop import SaturationGate, apply_engine_facts
 from sidecar.discovery import EngineWatcher
 from sidecar.error_responses import response_for_error
 from sidecar.errors import UpstreamError
-from sidecar.images.remote import (
-    IPAddress,
-    RemoteImagePolicy,
-    RemoteImageProber,
-    Resolver,
-    is_public_address,
-)
+from sidecar.images.addresses import IPAddress, is_public_address
+from sidecar.images.remote import RemoteImagePolicy, RemoteImageProber
+from sidecar.images.resolver import Resolver
 from sidecar.kv_budget import KvBudget
 from sidecar.log import get_logger
 from sidecar.metrics import Metrics

@@ -22,7 +22,8 @@ from dataclasses import dataclass, replace
 import orjson
 
 from sidecar.errors import ImageError, VideoError
-from sidecar.images.probe import ImageHeader, probe_base64, split_data_uri, validate_base64
+from sidecar.images.data_uri import split_data_uri, validate_base64
+from sidecar.images.probe import ImageHeader, probe_base64
 from sidecar.images.refs import ImageRef, ImageSource, MediaItem
 from sidecar.images.remote import RemoteImageFetchError, RemoteImageProber
 from sidecar.model_profiles import ModelProfile

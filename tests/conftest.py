@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack
 from typing import Any
 
 import aiohttp
 import pytest
+import structlog
 from prometheus_client import CollectorRegistry
 
 from sidecar.server import RunningSidecar, running_sidecar
@@ -17,6 +18,13 @@ from sidecar.standin import StandinConfig, StandinServer, run_standin
 QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
 
 SidecarFactory = Callable[..., Awaitable[RunningSidecar]]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_logging() -> Iterator[None]:
+    """CLI commands configure structlog for the whole process; undo it after each test."""
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from sidecar.app import make_remote_prober
-from sidecar.images.remote import is_public_address
+from sidecar.images.addresses import is_public_address
 from sidecar.server import RunningSidecar, running_sidecar
 from sidecar.settings import Settings
 from sidecar.standin import StandinServer

@@ -34,7 +34,9 @@ from sidecar.errors import (
     NotBase64Error,
     TruncatedImageError,
 )
-from sidecar.images import header_parsers, probe
+from sidecar.images import headers
+from sidecar.images.data_uri import split_data_uri, validate_base64
+from sidecar.images.headers.contract import ByteSource, StoredHeader, UsePillow
 from sidecar.images.probe import (
     DEFAULT_MAX_IMAGE_PIXELS,
     ImageHeader,
@@ -42,8 +44,6 @@ from sidecar.images.probe import (
     probe_bytes,
     probe_data_uri,
     probe_path,
-    split_data_uri,
-    validate_base64,
 )
 
 pillow_heif.register_heif_opener()  # for the oracle's own view of HEIF files
@@ -322,11 +322,10 @@ def test_probe_fast_path_matches_pillows_plugin_when_image_is_a_real_file(
     raw = _sample(case)
     fast = probe_bytes(raw)
 
-    def refuse(source: header_parsers.ByteSource) -> header_parsers.StoredHeader:
-        raise header_parsers.UsePillow
+    def refuse(source: ByteSource) -> StoredHeader:
+        raise UsePillow
 
-    monkeypatch.setattr(probe, "_PARSERS", dict.fromkeys(probe._PARSERS, refuse))
-    monkeypatch.setattr(header_parsers, "parse_avif", refuse)
+    monkeypatch.setattr(headers, "PARSERS", dict.fromkeys(headers.PARSERS, refuse))
     assert probe_bytes(raw) == fast
 
 
@@ -524,13 +523,13 @@ def test_probe_rejects_an_avif_bomb_when_its_ispe_claims_too_many_pixels() -> No
 def test_probe_maps_pillows_bomb_error_when_the_pillow_path_meets_a_bomb(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setitem(probe._PARSERS, "GIF", _use_pillow)
+    monkeypatch.setitem(headers.PARSERS, "GIF", _use_pillow)
     with pytest.raises(ImageTooLargeError):
         probe_bytes(_gif_header((1, 1), (65535, 65535)))
 
 
-def _use_pillow(source: header_parsers.ByteSource) -> header_parsers.StoredHeader:
-    raise header_parsers.UsePillow
+def _use_pillow(source: ByteSource) -> StoredHeader:
+    raise UsePillow
 
 
 def test_probe_returns_the_size_without_warning_when_above_pillows_warning_limit() -> None:

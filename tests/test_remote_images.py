@@ -29,15 +29,14 @@ from pytest_aiohttp import AiohttpServer
 from yarl import URL
 
 from sidecar.errors import ConfigurationError, NotAnImageError, TruncatedImageError
+from sidecar.images.addresses import is_public_address
 from sidecar.images.remote import (
     RemoteImageFetchError,
     RemoteImagePolicy,
     RemoteImageProber,
     RemoteImageRefusedError,
-    _PinnedResolver,
-    is_public_address,
-    resolve_with_getaddrinfo,
 )
+from sidecar.images.resolver import PinnedResolver, resolve_with_getaddrinfo
 
 LOOPBACK = ip_address("127.0.0.1")
 UNSPECIFIED = "0.0.0.0"  # noqa: S104  # an address to refuse, never one to bind
@@ -803,7 +802,7 @@ async def test_probe_verifies_tls_against_url_host_while_connecting_to_pinned_ad
 
 
 async def test_pinned_resolver_answers_only_for_approved_hosts_and_families() -> None:
-    pins = _PinnedResolver()
+    pins = PinnedResolver()
     pins.addresses["images.test"] = [ip_address("127.0.0.1"), ip_address("::1")]
     answers = await pins.resolve("Images.Test.", 8080, family=socket.AF_UNSPEC)
     assert [(a["host"], a["port"]) for a in answers] == [("127.0.0.1", 8080), ("::1", 8080)]

@@ -3,25 +3,27 @@
 Used when ``SIDECAR_REMOTE_IMAGES=probe``. A probe is a short series of GETs carrying
 ``Range: bytes=0-N``. After each window the bytes go to a parser: ``images.probe.probe_bytes``
 for images, ``video.probe.probe_video_prefix`` for videos (``probe_prefix``). On
-``TruncatedImageError`` the window grows x4, up to ``max_bytes``.
+``TruncatedImageError`` the window grows x4, up to ``max_bytes``. This module owns the fetch
+loop and the gate; the gate's address and host rules are ``addresses``, and the DNS it asks
+and pins is ``resolver``.
 
 Invariants:
 
 * **Every hop passes the same gate.** The first URL and each redirect target are checked for:
   an http(s) scheme, the allow-list, a host that is not a numeric IPv4 address in a legacy
   spelling (``2130706433``, ``0x7f.1``, ``127.1``), one DNS resolution per host, and every
-  resolved address being public (``is_public_address``). aiohttp never follows redirects; we
-  follow at most ``max_redirects`` ourselves.
+  resolved address being public (``addresses.is_public_address``). aiohttp never follows
+  redirects; we follow at most ``max_redirects`` ourselves.
 * **Connections are pinned to the checked addresses.** Each probe owns a fresh ``TCPConnector``
-  with its DNS cache off. Its resolver, ``_PinnedResolver``, answers only with addresses the
-  gate has already approved and raises for any other host, so it never falls back to DNS. The
-  URL handed to aiohttp still carries the original host name. So the ``Host`` header is the
+  with its DNS cache off. Its resolver, ``resolver.PinnedResolver``, answers only with addresses
+  the gate has already approved and raises for any other host, so it never falls back to DNS.
+  The URL handed to aiohttp still carries the original host name. So the ``Host`` header is the
   original one, and for https aiohttp passes that same name as ``server_hostname``: SNI and
-  certificate verification use the name the client wrote, while TCP goes to the checked
-  address. A DNS answer that changes between the check and the connect (rebinding) cannot move
-  the connection. The design is the same for both schemes. Rewriting the URL to the IP and
-  passing ``server_hostname`` would also pin https, but it breaks the ``Host`` header for
-  plain http. Because the connector is per probe, a pin never leaks into another probe.
+  certificate verification use the name the client wrote, while TCP goes to the checked address.
+  A DNS answer that changes between the check and the connect (rebinding) cannot move the
+  connection. The design is the same for both schemes. Rewriting the URL to the IP and passing
+  ``server_hostname`` would also pin https, but it breaks the ``Host`` header for plain http.
+  Because the connector is per probe, a pin never leaks into another probe.
 * **Bounded time and bytes.** The whole probe, DNS included, runs under one ``asyncio.timeout``.
   The body is read incrementally and never past the current window. A server that ignores
   Range and answers 200 with a large body is cut off: the connection is closed, not drained.
@@ -38,24 +40,38 @@ Errors, all ``ImageError`` and therefore HTTP 400 naming the URL::
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
-import string
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
+from ipaddress import ip_address
 from typing import Generic, TypeVar
 
 import aiohttp
 from aiohttp import hdrs
-from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
-from sidecar.errors import ConfigurationError, ImageError, TruncatedImageError
+from sidecar.errors import ImageError, TruncatedImageError
+from sidecar.images.addresses import (
+    AllowList,
+    IPAddress,
+    is_public_address,
+    literal_address,
+    normalise_host,
+)
 from sidecar.images.probe import ImageHeader, probe_bytes
+from sidecar.images.resolver import PinnedResolver, Resolver, resolve_with_getaddrinfo
 
-IPAddress = IPv4Address | IPv6Address
-Resolver = Callable[[str, int], Awaitable[list[str]]]
+__all__ = [  # IPAddress, Resolver and the two defaults shape the prober's constructor
+    "IPAddress",
+    "RemoteImageFetchError",
+    "RemoteImagePolicy",
+    "RemoteImageProber",
+    "RemoteImageRefusedError",
+    "Resolver",
+    "is_public_address",
+    "resolve_with_getaddrinfo",
+]
+
 T = TypeVar("T")
 
 _SCHEMES = frozenset({"http", "https"})
@@ -63,21 +79,6 @@ _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _WINDOW_GROWTH = 4
 _URL_SHOWN_CHARS = 200
 _USER_AGENT = "vlm-sidecar (image header probe)"
-
-# Cloud metadata and host-agent endpoints. Some of these count as global in ``ipaddress``.
-_METADATA_ADDRESSES = frozenset(
-    ip_address(a)
-    for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200", "168.63.129.16", "192.0.0.192")
-)
-# 192.0.0.0/24 is IETF protocol space that older Pythons call global; 64:ff9b:1::/48 is
-# local-use NAT64, which may translate to private IPv4.
-_FORBIDDEN_NETWORKS = (
-    ip_network("100.64.0.0/10"),
-    ip_network("192.0.0.0/24"),
-    ip_network("64:ff9b:1::/48"),
-)
-_NAT64 = ip_network("64:ff9b::/96")
-_IPV4_COMPATIBLE = ip_network("::/96")
 
 
 class RemoteImageRefusedError(ImageError):
@@ -100,47 +101,6 @@ class RemoteImagePolicy:
     max_image_pixels: int = 178_956_970
 
 
-def is_public_address(ip: IPAddress) -> bool:
-    """Whether ``ip`` is reachable on the internet and wraps no local IPv4 address."""
-    if ip in _METADATA_ADDRESSES or any(ip in net for net in _FORBIDDEN_NETWORKS):
-        return False
-    if isinstance(ip, IPv6Address):
-        if ip.scope_id is not None:
-            return False
-        embedded = _embedded_ipv4(ip)
-        if embedded is not None:
-            return all(is_public_address(v4) for v4 in embedded)
-        if ip.is_site_local:
-            return False
-    return ip.is_global and not (
-        ip.is_private
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_multicast
-        or ip.is_reserved
-        or ip.is_unspecified
-    )
-
-
-def _embedded_ipv4(ip: IPv6Address) -> tuple[IPv4Address, ...] | None:
-    """The IPv4 addresses that an IPv6 transition form delivers to, if it is one."""
-    if ip.ipv4_mapped is not None:
-        return (ip.ipv4_mapped,)
-    if ip.sixtofour is not None:
-        return (ip.sixtofour,)
-    if ip.teredo is not None:
-        return ip.teredo
-    if ip in _NAT64 or (ip in _IPV4_COMPATIBLE and int(ip) > 1):
-        return (IPv4Address(int(ip) & 0xFFFFFFFF),)
-    return None
-
-
-async def resolve_with_getaddrinfo(host: str, port: int) -> list[str]:
-    """The system resolver: every TCP address of ``host``, in the order returned."""
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
-
-
 class RemoteImageProber:
     """Probes remote image URLs under one policy; safe to share across concurrent requests."""
 
@@ -154,7 +114,7 @@ class RemoteImageProber:
     ) -> None:
         """``address_allowed`` is for tests only; ``ssl_context`` None means system trust."""
         self.policy = policy
-        self._allowed_ips, self._allowed_domains = _parse_allow_list(policy.allowed_domains)
+        self._allow_list = AllowList.parse(policy.allowed_domains)
         self._resolve = resolver or resolve_with_getaddrinfo
         self._address_allowed = address_allowed
         self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
@@ -175,7 +135,7 @@ class RemoteImageProber:
         """
         if self._closed:
             raise RuntimeError("RemoteImageProber is closed")
-        pins = _PinnedResolver()
+        pins = PinnedResolver()
         connector = aiohttp.TCPConnector(resolver=pins, use_dns_cache=False, ssl=self._ssl)
         async with aiohttp.ClientSession(
             connector=connector,
@@ -200,46 +160,6 @@ class RemoteImageProber:
     def _image_header(self, data: bytes) -> ImageHeader:
         return probe_bytes(data, max_image_pixels=self.policy.max_image_pixels)
 
-    def _host_allowed(self, host: str, literal: IPAddress | None) -> bool:
-        if not (self._allowed_ips or self._allowed_domains):
-            return True
-        if literal is not None:
-            return literal in self._allowed_ips
-        return any(host == d or host.endswith("." + d) for d in self._allowed_domains)
-
-
-class _PinnedResolver(AbstractResolver):
-    """Answers aiohttp only with addresses the gate approved; unknown hosts fail."""
-
-    def __init__(self) -> None:
-        self.addresses: dict[str, list[IPAddress]] = {}
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        pinned = self.addresses.get(_normalise_host(host))
-        if pinned is None:
-            raise OSError(f"{host} was not resolved by the probe's gate")
-        results: list[ResolveResult] = [
-            {
-                "hostname": host,
-                "host": str(ip),
-                "port": port,
-                "family": socket.AF_INET6 if ip.version == 6 else socket.AF_INET,
-                "proto": 0,
-                "flags": socket.AI_NUMERICHOST,
-            }
-            for ip in pinned
-        ]
-        if family != socket.AF_UNSPEC:
-            results = [r for r in results if r["family"] == family]
-        if not results:
-            raise OSError(f"{host} has no pinned address of family {family!r}")
-        return results
-
-    async def close(self) -> None:
-        """Nothing to release."""
-
 
 class _ProbeRun(Generic[T]):
     """The state of one probe: where it started, where it is, and how much it may read."""
@@ -248,7 +168,7 @@ class _ProbeRun(Generic[T]):
         self,
         prober: RemoteImageProber,
         session: aiohttp.ClientSession,
-        pins: _PinnedResolver,
+        pins: PinnedResolver,
         url: str,
         parse: Callable[[bytes], T],
         noun: str,
@@ -309,12 +229,12 @@ class _ProbeRun(Generic[T]):
             raise self.refused(f"only http and https URLs can be fetched, not scheme {shown!r}")
         if not url.raw_host:
             raise self.refused("the URL has no host")
-        host = _normalise_host(url.raw_host)
+        host = normalise_host(url.raw_host)
         try:
-            literal = _literal_address(host)
+            literal = literal_address(host)
         except ValueError as exc:
             raise self.refused(str(exc)) from None
-        if not self.prober._host_allowed(host, literal):
+        if not self.prober._allow_list.allows(host, literal):
             raise self.refused(f"host {host} is not in SIDECAR_REMOTE_IMAGE_ALLOWED_DOMAINS")
         if literal is not None:
             addresses = [literal]
@@ -413,59 +333,6 @@ def _describe_client_error(exc: aiohttp.ClientError) -> str:
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return "the server closed the connection before answering"
     return f"the fetch failed ({type(exc).__name__})"
-
-
-def _normalise_host(host: str) -> str:
-    return host.rstrip(".").lower()
-
-
-def _parse_allow_list(entries: Sequence[str]) -> tuple[frozenset[IPAddress], tuple[str, ...]]:
-    """Split allow-list entries into literal addresses and IDNA-encoded domain suffixes."""
-    ips: set[IPAddress] = set()
-    domains: list[str] = []
-    for entry in entries:
-        cleaned = entry.strip().removeprefix("*.").strip(".").lower()
-        try:
-            ips.add(ip_address(cleaned.strip("[]")))
-            continue
-        except ValueError:
-            pass
-        try:
-            raw = URL.build(scheme="http", host=cleaned).raw_host
-        except ValueError:
-            raw = None
-        if not raw or _ends_in_number(raw):
-            raise ConfigurationError(
-                f"SIDECAR_REMOTE_IMAGE_ALLOWED_DOMAINS entry {entry!r} is not a host name"
-            )
-        domains.append(raw)
-    return frozenset(ips), tuple(domains)
-
-
-def _literal_address(host: str) -> IPAddress | None:
-    """The address a literal-IP host names; ValueError for legacy numeric IPv4 spellings."""
-    if ":" in host:
-        try:
-            return ip_address(host)
-        except ValueError:
-            raise ValueError(f"host {host} is not a valid IPv6 address") from None
-    if _ends_in_number(host):
-        try:
-            return IPv4Address(host)
-        except ValueError:
-            raise ValueError(
-                f"host {host} is a numeric address not written as a dotted quad; "
-                "write it as four decimal numbers, for example 192.0.2.1"
-            ) from None
-    return None
-
-
-def _ends_in_number(host: str) -> bool:
-    """WHATWG URL's test for a host that browsers parse as an IPv4 number."""
-    last = host.rsplit(".", 1)[-1]
-    if last.isascii() and last.isdigit():
-        return True
-    return last[:2] == "0x" and all(c in string.hexdigits for c in last[2:])
 
 
 def _shown(url: str) -> str:

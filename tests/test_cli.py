@@ -143,3 +143,42 @@ def test_demo_prints_what_the_sidecar_decided_for_the_mixed_workload() -> None:
     assert " 400 " in rows["corrupt payload"]
     assert "SIDECAR_MAX_IMAGES_PER_REQUEST is 4" in rows["6 images"]
     assert "cannot be rewritten" in rows["remote URL"]
+
+
+def test_serve_print_config_prints_the_effective_settings_and_profile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SIDECAR_MODEL", QWEN)
+    monkeypatch.setenv("SIDECAR_KV_BUDGET_BYTES", "2GiB")
+    monkeypatch.setenv("SIDECAR_MAX_PIXELS", "1003520")
+    status, text = _run("serve", "--print-config")
+    settings = orjson.loads(text[: text.rindex("}") + 1])
+    assert status == 0
+    assert settings["kv_budget_bytes"] == 2 * 2**30
+    assert settings["max_pixels"] == 1_003_520
+    assert "within [3,136, 1,003,520] px" in text
+
+
+@pytest.mark.parametrize(
+    ("environment", "message"),
+    [
+        ({"SIDECAR_MODEL": QWEN, "SIDECAR_MAX_REQUEST_KV_BYTES": "lots"},
+         "SIDECAR_MAX_REQUEST_KV_BYTES"),
+        ({"SIDECAR_MODEL": QWEN, "SIDECAR_PORT": "-1"}, "SIDECAR_PORT"),
+        ({}, "SIDECAR_MODEL: Field required"),
+        ({"SIDECAR_MODEL": "nope/nope"}, "unknown model"),
+    ],
+    ids=["bad-size", "bad-port", "no-model", "unknown-model"],
+)  # fmt: skip
+def test_serve_refuses_invalid_settings_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    environment: dict[str, str],
+    message: str,
+) -> None:
+    monkeypatch.delenv("SIDECAR_MODEL", raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    status, _ = _run("serve", "--print-config")
+    assert status == 2
+    assert message in capsys.readouterr().err

@@ -16,7 +16,8 @@ from typing import TextIO
 import orjson
 from pydantic import ValidationError
 
-from sidecar.capacity_plan import DEFAULT_CAPPED_MAX_PIXELS, Hardware, Plan, Workload, make_plan
+from sidecar.capacity_plan import DEFAULT_CAPPED_MAX_PIXELS, Hardware, Workload, make_plan
+from sidecar.cli_tables import print_plan, print_tokens_table
 from sidecar.demo import run_demo
 from sidecar.errors import ConfigurationError, ImageError
 from sidecar.images.probe import probe_path
@@ -91,25 +92,8 @@ def run_tokens(args: argparse.Namespace, out: TextIO) -> int:
         for row in rows:
             out.write(orjson.dumps(row).decode() + "\n")
     else:
-        _print_tokens_table(profile, rows, out)
+        print_tokens_table(profile, rows, out)
     return 1 if any("error" in row for row in rows) else 0
-
-
-def _print_tokens_table(profile: ModelProfile, rows: list[dict[str, object]], out: TextIO) -> None:
-    out.write(f"model: {profile.name} ({profile.vision.describe()})\n")
-    out.write(f"KV per token: {format_bytes(profile.kv.bytes_per_token)}\n\n")
-    header = f"{'input':<28} {'size':>11} {'tokens':>8} {'wrapper':>7} {'KV (image)':>12}"
-    out.write(header + "\n" + "-" * len(header) + "\n")
-    for row in rows:
-        if "error" in row:
-            out.write(f"{row['input']!s:<28} error: {row['error']}\n")
-            continue
-        size = f"{row['width']}x{row['height']}"
-        kv = format_bytes(int(str(row["kv_bytes"])))
-        out.write(
-            f"{row['input']!s:<28} {size:>11} {row['tokens']:>8,} {row['wrapper_tokens']:>7} "
-            f"{kv:>12}\n"
-        )
 
 
 def run_plan(args: argparse.Namespace, out: TextIO) -> int:
@@ -146,41 +130,6 @@ def run_plan(args: argparse.Namespace, out: TextIO) -> int:
     else:
         print_plan(plan, hardware, out)
     return 0
-
-
-def print_plan(plan: Plan, hardware: Hardware, out: TextIO) -> None:
-    """The worksheet as a readable table, one column per size and pixel setting."""
-    out.write(f"model: {plan.model}\n")
-    out.write(
-        f"GPUs: {hardware.gpu_count} x {hardware.gpu_memory_gib:g} GiB at "
-        f"gpu_memory_utilization {hardware.gpu_memory_utilization:g}, "
-        f"{hardware.overhead_gib_per_gpu:g} GiB fixed overhead per GPU\n"
-    )
-    out.write(
-        f"weights per GPU: {format_bytes(plan.weights_bytes_per_gpu)}; "
-        f"KV pool per GPU: {format_bytes(plan.kv_pool_bytes_per_gpu)}; "
-        f"KV per token per GPU: {format_bytes(plan.kv_bytes_per_token)}; "
-        f"encoder cache: {format_bytes(plan.encoder_cache_bytes)}\n\n"
-    )
-    lines: list[tuple[str, list[str]]] = [
-        ("max_pixels", [f"{r.max_pixels:,}" if r.max_pixels else "-" for r in plan.rows]),
-        ("tokens per image", [f"{r.image_tokens:,} + {r.wrapper_tokens}" for r in plan.rows]),
-        ("tokens per request", [f"{r.tokens_per_request:,}" for r in plan.rows]),
-        ("KV tokens in flight", [f"{r.kv_tokens_in_flight:,}" for r in plan.rows]),
-        ("KV per request", [format_bytes(r.kv_bytes_per_request) for r in plan.rows]),
-        ("KV in flight", [format_bytes(r.kv_bytes_in_flight) for r in plan.rows]),
-        ("fits", ["yes" if r.fits else "NO" for r in plan.rows]),
-        ("max concurrency (KV)", [f"{r.max_concurrency:,}" for r in plan.rows]),
-    ]
-    width = max(16, *(len(r.label) for r in plan.rows))
-    out.write(f"{'':<22}" + "".join(f"{r.label:>{width + 2}}" for r in plan.rows) + "\n")
-    for name, cells in lines:
-        out.write(f"{name:<22}" + "".join(f"{c:>{width + 2}}" for c in cells) + "\n")
-    warnings = dict.fromkeys(w for r in plan.rows for w in r.warnings)
-    for warning in warnings:
-        out.write(f"\nwarning: {warning}")
-    if warnings:
-        out.write("\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

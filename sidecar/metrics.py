@@ -1,19 +1,9 @@
 """Every Prometheus metric the sidecar exports, on an injected registry.
 
-Names carry the ``vlm_sidecar_`` prefix and their unit. Labels are bounded: ``model``
-(one per sidecar), ``route`` (four inspected routes), ``decision`` and ``reason``
-(closed sets from ``admission``), ``format``/``source`` for images and videos and ``kind``
-for upstream errors. Label children are created up front so every series exists at zero,
-and the children one request records into are resolved once per route
+Names carry the ``vlm_sidecar_`` prefix and their unit; label vocabularies and buckets
+live in ``metric_labels``. Label children are created up front so every series exists at
+zero, and the children one request records into are resolved once per route
 (``for_route``), so recording a request costs dictionary lookups, not ``labels()`` calls.
-
-Buckets (documented in README):
-- tokens: geometric x2 from 16 to 131,072 (a thumbnail to a whole long-context prompt);
-- KV bytes: geometric x2 from 1 MiB to 256 GiB (one block-rounded text request to a pool);
-- pixels: 0.01 MP to 50 MP in a 1-2.5-5 ladder (an icon to a full-frame camera photo);
-- video seconds: 1 s to 2 h (a clip to a recorded meeting);
-- seconds: 50 us to 60 s for the sidecar's own work, 5 ms to 10 min for upstream times;
-- prediction error: symmetric powers of two, -4,096 to +4,096 tokens, so both signs show.
 
 Budgets read at scrape time (``watch_budgets``) follow an ``auto`` KV budget and a
 prompt budget learnt from vLLM; a budget of 0 means unlimited.
@@ -21,7 +11,7 @@ prompt budget learnt from vLLM; a budget of 0 means unlimited.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
@@ -29,66 +19,29 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from sidecar.admission import Reason
 from sidecar.budgets import Budgets
 from sidecar.discovery import EngineFacts
-
-Buckets = Sequence[float]
-
-PREFIX = "vlm_sidecar_"
-
-TOKEN_BUCKETS = tuple(float(16 * 2**i) for i in range(14))  # 16 .. 131,072
-KV_BYTES_BUCKETS = tuple(float(2**20 * 2**i) for i in range(19))  # 1 MiB .. 256 GiB
-PIXEL_BUCKETS = tuple(
-    m * 1_000_000 for m in (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50)
-)
-IMAGES_BUCKETS = (0.0, 1, 2, 4, 8, 16, 32, 64, 128, 256)
-VIDEO_SECONDS_BUCKETS = (1.0, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
-OVERHEAD_SECONDS_BUCKETS = (
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-    0.5, 1, 2.5, 5, 10, 30, 60,
-)  # fmt: skip
-UPSTREAM_SECONDS_BUCKETS = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
-)  # fmt: skip
-ERROR_TOKEN_BUCKETS = tuple(
-    sorted({-float(2**i) for i in range(13)} | {0.0} | {float(2**i) for i in range(13)})
+from sidecar.metric_labels import (
+    BUDGET_NAMES,
+    ERROR_TOKEN_BUCKETS,
+    IMAGE_SOURCES,
+    IMAGES_BUCKETS,
+    OVERHEAD_SECONDS_BUCKETS,
+    PREFIX,
+    UPSTREAM_ERROR_KINDS,
+    UPSTREAM_SECONDS_BUCKETS,
+    VIDEO_FORMATS,
+    VIDEO_SECONDS_BUCKETS,
+    Buckets,
 )
 
-ROUTES = ("chat_completions", "completions", "responses", "messages")
-DECISIONS = ("admit", "downscale", "wait", "reject")
-IMAGE_FORMATS = ("jpeg", "png", "webp", "gif", "bmp", "tiff", "avif", "heif", "other", "unknown")
-IMAGE_SOURCES = ("data", "url", "cached")
-# Container families by FFmpeg demuxer; "unknown": never read, priced at the allowance.
-VIDEO_FORMATS = ("mp4", "matroska", "avi", "mpegts", "other", "unknown")
-_VIDEO_DEMUXERS = {
-    "mov,mp4,m4a,3gp,3g2,mj2": "mp4",
-    "matroska,webm": "matroska",
-    "avi": "avi",
-    "mpegts": "mpegts",
-}
-UPSTREAM_ERROR_KINDS = ("connect", "timeout", "reset", "status_5xx")
-BUDGET_NAMES = (
-    "max_images_per_request",
-    "max_image_pixels",
-    "max_image_tokens",
-    "max_request_visual_tokens",
-    "max_request_prompt_tokens",
-    "max_request_kv_bytes",
-)
-
-_DOWNSCALE_REASONS = (
-    Reason.MAX_IMAGE_PIXELS,
-    Reason.MAX_IMAGE_TOKENS,
-    Reason.MAX_REQUEST_VISUAL_TOKENS,
-    Reason.MAX_REQUEST_PROMPT_TOKENS,
-    Reason.MAX_REQUEST_KV_BYTES,
-)
-VALID_OUTCOMES: tuple[tuple[str, Reason], ...] = (
-    ("admit", Reason.WITHIN_BUDGET),
-    ("wait", Reason.KV_BUDGET_FULL),
-    *(("downscale", reason) for reason in _DOWNSCALE_REASONS),
-    *(("reject", reason) for reason in Reason if reason is not Reason.WITHIN_BUDGET),
-    # A client that leaves after the decision keeps it and changes only the reason.
-    *((decision, Reason.CLIENT_DISCONNECT) for decision in ("admit", "downscale", "wait")),
-)
+# Re-exported: callers and tests read the label vocabularies through this module too.
+from sidecar.metric_labels import IMAGE_FORMATS as IMAGE_FORMATS
+from sidecar.metric_labels import KV_BYTES_BUCKETS as KV_BYTES_BUCKETS
+from sidecar.metric_labels import PIXEL_BUCKETS as PIXEL_BUCKETS
+from sidecar.metric_labels import ROUTES as ROUTES
+from sidecar.metric_labels import TOKEN_BUCKETS as TOKEN_BUCKETS
+from sidecar.metric_labels import VALID_OUTCOMES as VALID_OUTCOMES
+from sidecar.metric_labels import image_format_label as image_format_label
+from sidecar.metric_labels import video_format_label as video_format_label
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,18 +383,3 @@ def _budget_reader(budgets: Callable[[], Budgets], name: str) -> Callable[[], fl
         return float(value or 0)
 
     return read
-
-
-def image_format_label(pillow_format: str | None) -> str:
-    """Pillow's format name as a bounded label value."""
-    if pillow_format is None:
-        return "unknown"
-    label = pillow_format.lower().replace("mpo", "jpeg")
-    return label if label in IMAGE_FORMATS else "other"
-
-
-def video_format_label(demuxer: str | None) -> str:
-    """FFmpeg's demuxer name as a bounded label value; None: the video was not read."""
-    if demuxer is None:
-        return "unknown"
-    return _VIDEO_DEMUXERS.get(demuxer, "other")

@@ -4,13 +4,14 @@ A profile is everything the prediction needs to know about the served model. It 
 built once at start-up from the same ``config.json`` and ``preprocessor_config.json``
 that vLLM reads, then adjusted by the deployment's overrides, which mirror vLLM's
 flags (``--mm-processor-kwargs`` pixel bounds, ``--kv-cache-dtype``,
-``--tensor-parallel-size``, ``--block-size``).
+``--tensor-parallel-size``, ``--block-size``). Reading the language model's KV geometry
+out of ``config.json`` is ``model_config``'s; this module pairs it with the vision and
+video rules registered per ``model_type``.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,7 +19,8 @@ from typing import Any
 
 from sidecar.builtin_models import BUILTIN_MODELS
 from sidecar.errors import ConfigurationError
-from sidecar.kv_geometry import AttentionKind, KvGeometry, LayerGroup
+from sidecar.kv_geometry import KvGeometry
+from sidecar.model_config import read_text_model, text_config, validated_context_tokens
 from sidecar.video import VideoRule
 from sidecar.video.qwen import QwenVideoRule
 from sidecar.vision import VisionRule
@@ -35,7 +37,6 @@ from sidecar.vision.qwen import QwenSmartResizeRule
 
 DEFAULT_BLOCK_SIZE_TOKENS = 16
 
-_DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
 _KV_CACHE_DTYPE_BYTES = {
     "bfloat16": 2,
     "float16": 2,
@@ -45,31 +46,6 @@ _KV_CACHE_DTYPE_BYTES = {
     "fp8_e4m3": 1,
     "fp8_e5m2": 1,
     "fp8_inc": 1,
-}
-
-# Context the checkpoint was validated for, where it is shorter than the position limit.
-_VALIDATED_CONTEXT_TOKENS = {"qwen2_5_vl": 32768}
-
-# transformers' class defaults for text-config keys that shipped config.json files leave out
-# (google/gemma-3-4b-it names neither its heads nor its head_dim, which is not hidden/heads);
-# vLLM reads the config through those classes, so the defaults are part of the model.
-_TEXT_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma3_text": {
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "max_position_embeddings": 131072,
-        "sliding_window": 4096,
-        "sliding_window_pattern": 6,
-    },
-    "mistral": {"num_attention_heads": 32, "num_key_value_heads": 8},
-    "mllama_text_model": {
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "max_position_embeddings": 131072,
-        "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
-    },
-    "glm4v_text": {"num_attention_heads": 32, "num_key_value_heads": 2},
 }
 
 VisionRuleFactory = Callable[[str, dict[str, Any], dict[str, Any]], VisionRule]
@@ -219,8 +195,7 @@ def profile_from_configs(
             f"model {name!r} has model_type {model_type!r}, which the sidecar does not "
             f"support; supported: {', '.join(sorted(VISION_RULES))}"
         )
-    text = config.get("text_config") or config
-    text = {**_TEXT_CONFIG_DEFAULTS.get(str(text.get("model_type")), {}), **text}
+    text = text_config(config)
     try:
         vision = factory(model_type, config, preprocessor)
         video_factory = VIDEO_RULES.get(model_type)
@@ -233,20 +208,7 @@ def profile_from_configs(
                 preprocessor if video_preprocessor is None else video_preprocessor,
             )
         )
-        dtype_bytes = _DTYPE_BYTES[
-            str(
-                text.get("torch_dtype")
-                or text.get("dtype")
-                or config.get("torch_dtype")
-                or "bfloat16"
-            )
-        ]
-        hidden = int(text["hidden_size"])
-        heads = int(text["num_attention_heads"])
-        kv_heads = int(text.get("num_key_value_heads") or heads)
-        head_dim = int(text.get("head_dim") or hidden // heads)
-        layer_groups = _layer_groups(text, kv_heads, head_dim)
-        max_positions = int(text.get("max_position_embeddings") or 0)
+        text_model = read_text_model(config, text)
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigurationError(f"model {name!r}: config is missing or malformed: {exc}") from exc
     vision_config = config.get("vision_config") or {}
@@ -254,72 +216,15 @@ def profile_from_configs(
         name=name,
         model_type=model_type,
         vision=vision,
-        kv=KvGeometry(layer_groups=layer_groups, dtype_bytes=dtype_bytes),
-        max_position_embeddings=max_positions,
-        validated_context_tokens=_validated_context(model_type, text),
-        embedding_width=int(vision_config.get("out_hidden_size") or hidden),
-        model_dtype_bytes=dtype_bytes,
+        kv=KvGeometry(layer_groups=text_model.layer_groups, dtype_bytes=text_model.dtype_bytes),
+        max_position_embeddings=text_model.max_position_embeddings,
+        validated_context_tokens=validated_context_tokens(model_type, text),
+        embedding_width=int(vision_config.get("out_hidden_size") or text_model.hidden_size),
+        model_dtype_bytes=text_model.dtype_bytes,
         parameter_count=None,
         source=source,
         video=video,
     )
-
-
-def _layer_groups(text: dict[str, Any], kv_heads: int, head_dim: int) -> tuple[LayerGroup, ...]:
-    layer_types = _layer_types(text)
-    window = text.get("sliding_window")
-    chunk = text.get("attention_chunk_size")
-    counts = Counter(layer_types)
-    groups = []
-    for layer_type, count in sorted(counts.items()):
-        kind = AttentionKind.from_layer_type(layer_type)
-        groups.append(
-            LayerGroup(
-                kind,
-                count,
-                kv_heads,
-                head_dim,
-                int(window)
-                if kind is AttentionKind.SLIDING_WINDOW and window
-                else int(chunk)
-                if kind is AttentionKind.CHUNKED and chunk
-                else None,
-            )
-        )
-    return tuple(groups)
-
-
-def _layer_types(text: dict[str, Any]) -> list[str]:
-    """Each decoder layer's attention kind, derived as transformers' config classes do."""
-    num_layers = int(text["num_hidden_layers"])
-    layer_types = [str(t) for t in text.get("layer_types") or []]
-    pattern = text.get("sliding_window_pattern")
-    if not layer_types and pattern:
-        # Gemma3TextConfig: every pattern-th layer is global, the others slide.
-        layer_types = [
-            "sliding_attention" if (i + 1) % int(pattern) else "full_attention"
-            for i in range(num_layers)
-        ]
-    chunk = text.get("attention_chunk_size")
-    if not layer_types and chunk and text.get("model_type") == "llama4_text":
-        # Llama4TextConfig: RoPE layers (no_rope_layers[i] == 1) attend within chunks, every
-        # no_rope_layer_interval-th layer is NoPE and global; an empty list means that default.
-        interval = int(text.get("no_rope_layer_interval") or 4)
-        rope = text.get("no_rope_layers") or [
-            int((i + 1) % interval != 0) for i in range(num_layers)
-        ]
-        layer_types = ["chunked_attention" if r else "full_attention" for r in rope]
-    layer_types = layer_types or ["full_attention"] * num_layers
-    for index in text.get("cross_attention_layers") or []:
-        layer_types[int(index)] = AttentionKind.CROSS.value  # MllamaTextModel's layer kinds
-    return layer_types
-
-
-def _validated_context(model_type: str, text: dict[str, Any]) -> int | None:
-    rope_scaling = text.get("rope_scaling") or {}
-    if rope_scaling.get("type") == "yarn" or rope_scaling.get("rope_type") == "yarn":
-        return None
-    return _VALIDATED_CONTEXT_TOKENS.get(model_type)
 
 
 def _find_builtin(model: str) -> str | None:

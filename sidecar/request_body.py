@@ -5,17 +5,11 @@ text, the output-token limit, ``n`` and the streaming flags into a frozen
 :class:`RequestBody`. Nothing here changes the body; :func:`splice` writes new data URIs
 in place, and only when the caller asks.
 
-The fast path: a 5 MB body is nearly all one base64 payload, and parsing that costs far
-more than everything else. So before ``orjson.loads``, the raw bytes are scanned for strings
-that open with ``"data:`` (data URIs) and for string values under a ``"data"`` key
-(Anthropic and ``input_audio`` base64). Each one's closing quote is found with a one-byte
-``bytes.find`` (memchr speed), the string is *lifted*: a small copy of the body holding the
-placeholder ``"\\u0000<n>"`` in its place is parsed instead, and the refs point back into
-the original bytes. A lifted string whose bytes hold a backslash (JSON allows ``\\/`` in
-base64) is decoded on its own with orjson: the slow path. The scan never searches inside a
-payload for more than one byte, and it stops after ``2 * max_parts`` candidates; a string it
-does not lift (``DATA:`` in capitals, past the cap) is parsed as usual, and its ref then
-carries a copy of the payload and no spans.
+The fast path: before ``orjson.loads``, ``body_lift`` swaps each data URI and ``"data"``
+string value for a short placeholder, so the parse never walks a multi-megabyte payload;
+the refs point back into the original bytes. A string the scan does not lift (``DATA:`` in
+capitals, past its cap of ``2 * max_parts`` candidates) is parsed as usual, and its ref
+then carries a copy of the payload and no spans.
 
 Decisions:
 
@@ -24,8 +18,6 @@ Decisions:
 * A lifted string read as an image or media payload is checked for quotes and backslashes
   only: a control character or invalid UTF-8 in it is left to the probe's strict base64 and
   to vLLM. A lifted string read as anything else is validated when it is put back.
-* Placeholders start with NUL; when the body sends NUL characters of its own, a random tag
-  follows the NUL so that no client string can pass for a placeholder.
 * Nesting deeper than ``max_depth`` and more than ``max_parts`` messages, items and content
   parts are rejected after the parse (orjson itself stops at 1024 levels).
 * An integer field also accepts an integral float, as pydantic's lax mode does, up to
@@ -34,8 +26,7 @@ Decisions:
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
@@ -43,15 +34,15 @@ from typing import Any
 
 import orjson
 
+from sidecar.body_lift import lift_strings
+from sidecar.body_lift import splice as splice
 from sidecar.errors import InvalidRequestError
-from sidecar.images.refs import ImageRef, Lift, MediaItem, RefFinder
+from sidecar.images.refs import ImageRef, MediaItem, RefFinder
 
 DEFAULT_MAX_PARTS = 10_000
 DEFAULT_MAX_DEPTH = 64
 MAX_INT64 = 2**63 - 1  # vLLM's engine carries counts as int64; more overflows our float metrics
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's CompletionRequest default when the field is absent
-_MARKER = b"\\u0000"
-_JSON_SPACE = (0x20, 0x09, 0x0A, 0x0D)
 
 
 class Route(StrEnum):
@@ -89,7 +80,7 @@ def parse_request_body(
     max_depth: int = DEFAULT_MAX_DEPTH,
 ) -> RequestBody:
     """Read ``body`` for ``route``; raises ``InvalidRequestError`` for a body vLLM would refuse."""
-    small, lifts = _lift(body, max_parts)
+    small, lifts = lift_strings(body, max_parts)
     try:
         root = orjson.loads(small)
     except orjson.JSONDecodeError:
@@ -131,25 +122,6 @@ def parse_request_body(
         include_usage=include_usage,
         skeleton=MappingProxyType(root),
     )
-
-
-def splice(body: bytes, replacements: Sequence[tuple[tuple[int, int], bytes]]) -> bytes:
-    """``body`` with each ``[start, end)`` span replaced; every other byte is kept.
-
-    Spans must not overlap. The new bytes go between JSON quotes as they are, so they must
-    hold neither ``"`` nor a backslash (a data URI or base64 never does).
-    """
-    view, pos = memoryview(body), 0
-    out: list[bytes | memoryview] = []
-    for (start, end), new in sorted(replacements, key=lambda item: item[0]):
-        if not pos <= start <= end <= len(body):
-            raise ValueError(f"span [{start}, {end}) overlaps another or leaves the body")
-        if b'"' in new or b"\\" in new:
-            raise ValueError("a replacement must not contain a quote or a backslash")
-        out += (view[pos:start], new)
-        pos = end
-    out.append(view[pos:])
-    return b"".join(out)
 
 
 def _chat(root: dict[str, Any], finder: RefFinder) -> tuple[int | None, int, int]:
@@ -261,85 +233,3 @@ def _check_depth(root: dict[str, Any], max_depth: int) -> None:
         if not level:
             return
     raise InvalidRequestError(f"The request body is nested deeper than {max_depth} levels")
-
-
-def _lift(body: bytes, limit: int) -> tuple[bytes, dict[str, Lift]]:
-    """The body with data-URI strings and ``"data"`` string values swapped for placeholders."""
-    lifts: list[Lift] = []
-    find, pos = body.find, 0
-    for _ in range(2 * limit):
-        quote = find(b'"data', pos)
-        if quote < 0 or len(lifts) >= limit:
-            break
-        pos = quote + 5
-        after = body[pos : pos + 1]
-        if after not in (b":", b'"') or _escaped(body, quote):
-            continue
-        start = quote + 1
-        if after == b'"':  # the key "data": lift its value if that is a string
-            colon = _skip_space(body, pos + 1)
-            start = _skip_space(body, colon + 1) + 1
-            if body[colon : colon + 1] != b":" or body[start - 1 : start] != b'"':
-                continue
-        end = _string_end(body, start)
-        if end < 0:
-            break
-        pos = end + 1
-        follower = _skip_space(body, pos)
-        if after == b":" and body[follower : follower + 1] == b":":
-            continue  # a key that starts "data:", not a value
-        lift = Lift(start, end)
-        if find(b"\\", start, end) >= 0:
-            lift.unescaped = _unescape(body, start, end)
-            if lift.unescaped is None:
-                continue  # left in place for the full parse to report
-        lifts.append(lift)
-    if not lifts:
-        return body, {}
-    tag = b""
-    small = _with_placeholders(body, lifts, tag)
-    if small.count(_MARKER) != len(lifts):  # the body carries NUL characters of its own
-        tag = secrets.token_hex(8).encode()
-        small = _with_placeholders(body, lifts, tag)
-    prefix = "\x00" + tag.decode()
-    return small, {f"{prefix}{k}": lift for k, lift in enumerate(lifts)}
-
-
-def _with_placeholders(body: bytes, lifts: list[Lift], tag: bytes) -> bytes:
-    view, pos = memoryview(body), 0
-    out: list[bytes | memoryview] = []
-    for k, lift in enumerate(lifts):
-        out += (view[pos : lift.start], b"%s%s%d" % (_MARKER, tag, k))
-        pos = lift.end
-    out.append(view[pos:])
-    return b"".join(out)
-
-
-def _escaped(body: bytes, i: int) -> bool:
-    """Whether the byte at ``i`` follows an odd run of backslashes."""
-    k = i - 1
-    while k >= 0 and body[k] == 0x5C:
-        k -= 1
-    return (i - 1 - k) % 2 == 1
-
-
-def _skip_space(body: bytes, i: int) -> int:
-    while i < len(body) and body[i] in _JSON_SPACE:
-        i += 1
-    return i
-
-
-def _string_end(body: bytes, start: int) -> int:
-    """The closing quote of the JSON string whose content starts at ``start``, or -1."""
-    end = body.find(b'"', start)
-    while end >= 0 and _escaped(body, end):
-        end = body.find(b'"', end + 1)
-    return end
-
-
-def _unescape(body: bytes, start: int, end: int) -> bytes | None:
-    """The UTF-8 of the JSON string ``body[start:end]`` that holds escapes, or None if invalid."""
-    try:
-        return str(orjson.loads(body[start - 1 : end + 1])).encode()
-    except orjson.JSONDecodeError:
-        return None

@@ -14,7 +14,8 @@ from typing import Any
 import structlog
 
 from sidecar.admission import Admit, Decision, Downscale, Reason, Reject, Wait
-from sidecar.metrics import Metrics, image_format_label, video_format_label
+from sidecar.metric_labels import image_format_label, video_format_label
+from sidecar.metrics import Metrics
 from sidecar.prediction import RequestPrediction
 from sidecar.upstream import RelayResult
 from sidecar.usage import Usage

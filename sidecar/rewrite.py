@@ -15,10 +15,11 @@ from concurrent.futures import Executor
 import orjson
 
 from sidecar.admission import Downscale
+from sidecar.body_lift import splice
 from sidecar.errors import NotBase64Error
 from sidecar.images.downscale import DownscaledImage, downscale_image
 from sidecar.images.refs import ImageRef
-from sidecar.request_body import RequestBody, splice
+from sidecar.request_body import RequestBody
 
 
 async def apply_downscale(

@@ -7,7 +7,8 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from sidecar.builtin_models import BUILTIN_MODELS
 from sidecar.kv_geometry import AttentionKind, KvGeometry, LayerGroup
-from sidecar.model_profiles import _TEXT_CONFIG_DEFAULTS, load_profile, profile_from_configs
+from sidecar.model_config import TEXT_CONFIG_DEFAULTS
+from sidecar.model_profiles import load_profile, profile_from_configs
 
 QWEN7B = KvGeometry((LayerGroup(AttentionKind.FULL, 28, 4, 128),), dtype_bytes=2)
 
@@ -151,10 +152,10 @@ def test_a_sparse_shipped_gemma3_config_gets_transformers_class_defaults() -> No
     assert profile.max_position_embeddings == 131_072
 
 
-@pytest.mark.parametrize("model_type", sorted(_TEXT_CONFIG_DEFAULTS))
+@pytest.mark.parametrize("model_type", sorted(TEXT_CONFIG_DEFAULTS))
 def test_text_config_defaults_are_transformers_class_defaults(model_type: str) -> None:
     config = CONFIG_MAPPING[model_type]()
-    for key, value in _TEXT_CONFIG_DEFAULTS[model_type].items():
+    for key, value in TEXT_CONFIG_DEFAULTS[model_type].items():
         attribute = "_sliding_window_pattern" if key == "sliding_window_pattern" else key
         assert getattr(config, attribute) == value, key
 

@@ -312,7 +312,7 @@ def test_parse_request_body_keeps_user_nul_text_when_it_looks_like_a_placeholder
 def test_parse_request_body_falls_back_to_a_full_parse_when_lifting_breaks_the_json(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(request_body, "_lift", lambda body, limit: (b"{", {}))
+    monkeypatch.setattr(request_body, "lift_strings", lambda body, limit: (b"{", {}))
     result = parse_request_body(image_chat(DATA_URI), Route.CHAT)
     assert (result.images[0].source, result.images[0].uri_span) == (ImageSource.DATA, None)
 

@@ -1,0 +1,134 @@
+"""Model config: the language model's KV geometry, read from ``config.json``.
+
+vLLM reads ``config.json`` through transformers' config classes, so this module reads it
+the same way: keys a shipped file leaves out take the class defaults, and each decoder
+layer's attention kind (full, sliding window, chunked, cross-attention) is derived as
+those classes derive it for Gemma 3, Llama 4 and Mllama. Multimodal configs nest the
+language model under ``text_config``; text-only configs are read whole.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from sidecar.kv_geometry import AttentionKind, LayerGroup
+
+_DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
+
+# Context the checkpoint was validated for, where it is shorter than the position limit.
+_VALIDATED_CONTEXT_TOKENS = {"qwen2_5_vl": 32768}
+
+# transformers' class defaults for text-config keys that shipped config.json files leave out
+# (google/gemma-3-4b-it names neither its heads nor its head_dim, which is not hidden/heads);
+# vLLM reads the config through those classes, so the defaults are part of the model.
+TEXT_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+    },
+    "mistral": {"num_attention_heads": 32, "num_key_value_heads": 8},
+    "mllama_text_model": {
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 131072,
+        "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+    },
+    "glm4v_text": {"num_attention_heads": 32, "num_key_value_heads": 2},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TextModel:
+    """The language model's facts that the KV prediction needs."""
+
+    hidden_size: int
+    dtype_bytes: int
+    layer_groups: tuple[LayerGroup, ...]
+    max_position_embeddings: int  # 0: the config states none
+
+
+def text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The language model's config, with transformers' class defaults filled in."""
+    text = config.get("text_config") or config
+    return {**TEXT_CONFIG_DEFAULTS.get(str(text.get("model_type")), {}), **text}
+
+
+def read_text_model(config: dict[str, Any], text: dict[str, Any]) -> TextModel:
+    """Read the KV geometry; KeyError, TypeError or ValueError for a missing or bad value."""
+    dtype_bytes = _DTYPE_BYTES[
+        str(text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or "bfloat16")
+    ]
+    hidden = int(text["hidden_size"])
+    heads = int(text["num_attention_heads"])
+    kv_heads = int(text.get("num_key_value_heads") or heads)
+    head_dim = int(text.get("head_dim") or hidden // heads)
+    return TextModel(
+        hidden_size=hidden,
+        dtype_bytes=dtype_bytes,
+        layer_groups=_layer_groups(text, kv_heads, head_dim),
+        max_position_embeddings=int(text.get("max_position_embeddings") or 0),
+    )
+
+
+def validated_context_tokens(model_type: str, text: dict[str, Any]) -> int | None:
+    """Context the checkpoint was validated for; None when YaRN scaling stretches it."""
+    rope_scaling = text.get("rope_scaling") or {}
+    if rope_scaling.get("type") == "yarn" or rope_scaling.get("rope_type") == "yarn":
+        return None
+    return _VALIDATED_CONTEXT_TOKENS.get(model_type)
+
+
+def _layer_groups(text: dict[str, Any], kv_heads: int, head_dim: int) -> tuple[LayerGroup, ...]:
+    layer_types = _layer_types(text)
+    window = text.get("sliding_window")
+    chunk = text.get("attention_chunk_size")
+    counts = Counter(layer_types)
+    groups = []
+    for layer_type, count in sorted(counts.items()):
+        kind = AttentionKind.from_layer_type(layer_type)
+        groups.append(
+            LayerGroup(
+                kind,
+                count,
+                kv_heads,
+                head_dim,
+                int(window)
+                if kind is AttentionKind.SLIDING_WINDOW and window
+                else int(chunk)
+                if kind is AttentionKind.CHUNKED and chunk
+                else None,
+            )
+        )
+    return tuple(groups)
+
+
+def _layer_types(text: dict[str, Any]) -> list[str]:
+    """Each decoder layer's attention kind, derived as transformers' config classes do."""
+    num_layers = int(text["num_hidden_layers"])
+    layer_types = [str(t) for t in text.get("layer_types") or []]
+    pattern = text.get("sliding_window_pattern")
+    if not layer_types and pattern:
+        # Gemma3TextConfig: every pattern-th layer is global, the others slide.
+        layer_types = [
+            "sliding_attention" if (i + 1) % int(pattern) else "full_attention"
+            for i in range(num_layers)
+        ]
+    chunk = text.get("attention_chunk_size")
+    if not layer_types and chunk and text.get("model_type") == "llama4_text":
+        # Llama4TextConfig: RoPE layers (no_rope_layers[i] == 1) attend within chunks, every
+        # no_rope_layer_interval-th layer is NoPE and global; an empty list means that default.
+        interval = int(text.get("no_rope_layer_interval") or 4)
+        rope = text.get("no_rope_layers") or [
+            int((i + 1) % interval != 0) for i in range(num_layers)
+        ]
+        layer_types = ["chunked_attention" if r else "full_attention" for r in rope]
+    layer_types = layer_types or ["full_attention"] * num_layers
+    for index in text.get("cross_attention_layers") or []:
+        layer_types[int(index)] = AttentionKind.CROSS.value  # MllamaTextModel's layer kinds
+    return layer_types

@@ -9,42 +9,26 @@ chat with one image and on a 40-turn conversation. Imported by ``bench/proxy.py`
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 import timeit
 from pathlib import Path
 from typing import Any
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-from sidecar.builtin_models import BUILTIN_MODELS
 from sidecar.text_tokens import PromptCounter
 from sidecar.vision import ImageTokens
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: see tests/
+from tests.model_dirs import write_config_files, write_qwen_tokenizer
+
 QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
-TEMPLATE = Path(__file__).resolve().parent.parent / "tests/data/qwen2_vl_chat_template.jinja"
-SPECIAL_TOKENS = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-    "<|image_pad|>", "<|video_pad|>",
-]  # fmt: skip
 SENTENCE = "Describe what you see in the picture, then list every object and its colour. "
 
 
 def _model_dir(directory: Path) -> Path:
-    entry = BUILTIN_MODELS[QWEN]
-    (directory / "config.json").write_text(json.dumps(entry.config))
-    (directory / "preprocessor_config.json").write_text(json.dumps(entry.preprocessor))
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=2000,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tokenizer.train_from_iterator([SENTENCE * 4, "You are a helpful assistant."] * 200, trainer)
-    tokenizer.save(str(directory / "tokenizer.json"))
-    (directory / "chat_template.jinja").write_text(TEMPLATE.read_text())
-    return directory
+    write_config_files(directory, QWEN)
+    corpus = [SENTENCE * 4, "You are a helpful assistant."] * 200
+    return write_qwen_tokenizer(directory, corpus, vocab_size=2000)
 
 
 def _unique(seed: int, sentences: int) -> str:

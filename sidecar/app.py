@@ -186,7 +186,6 @@ async def _engine_watcher(app: web.Application) -> AsyncIterator[None]:
         on_failure=failed,
     )
     watcher.start()
-    state.extra["engine_watcher"] = watcher
     yield
     await watcher.stop()
 

@@ -20,6 +20,7 @@ from sidecar.budgets import Budgets
 from sidecar.errors import UnsupportedImageSizeError
 from sidecar.kv_geometry import KvGeometry
 from sidecar.prediction import ImageCost, RequestPrediction, with_kv_bytes
+from sidecar.search import largest_that_fits
 from sidecar.vision import VisionRule
 
 
@@ -55,31 +56,27 @@ def _visual_allowance(prediction: RequestPrediction, budgets: Budgets, kv: KvGeo
         allowance = min(allowance, budgets.max_request_visual_tokens - prediction.media_tokens)
     if budgets.max_request_prompt_tokens is not None:
         allowance = min(allowance, budgets.max_request_prompt_tokens - fixed)
-    if budgets.max_request_kv_bytes is not None:
+    kv_limit = budgets.max_request_kv_bytes
+    if kv_limit is not None:
         outputs = prediction.n * prediction.output_tokens
         cross = prediction.cross_attention_tokens
-        low, high = 0, prediction.image_tokens  # largest image total whose KV fits
-        while low < high:
-            middle = (low + high + 1) // 2
-            if kv.request_kv_bytes(fixed + middle + outputs, cross) <= budgets.max_request_kv_bytes:
-                low = middle
-            else:
-                high = middle - 1
-        fits_at_zero = kv.request_kv_bytes(fixed + outputs, cross) <= budgets.max_request_kv_bytes
-        allowance = min(allowance, low if fits_at_zero else -1)
+        most = largest_that_fits(
+            0,
+            prediction.image_tokens,
+            lambda image_tokens: (
+                kv.request_kv_bytes(fixed + image_tokens + outputs, cross) <= kv_limit
+            ),
+        )
+        allowance = min(allowance, -1 if most is None else most)
     return allowance
 
 
 def _water_level(costs: list[int], allowance: int) -> int:
-    """Largest cap T with sum(min(cost, T)) <= allowance."""
-    low, high = 0, max(costs, default=0)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if sum(min(cost, middle) for cost in costs) <= allowance:
-            low = middle
-        else:
-            high = middle - 1
-    return low
+    """Largest cap T with sum(min(cost, T)) <= allowance (allowance is never negative here)."""
+    level = largest_that_fits(
+        0, max(costs, default=0), lambda cap: sum(min(cost, cap) for cost in costs) <= allowance
+    )
+    return level or 0
 
 
 def _plan_resize(
@@ -157,13 +154,7 @@ def _plan_processor_max_pixels(
             return False
         return candidate.image_tokens <= allowance
 
-    low, high = minimum, current  # the largest max_pixels that fits
-    if not fits(low):
+    max_pixels = largest_that_fits(minimum, current, fits)
+    if max_pixels is None:
         return "even the processor's min_pixels exceeds the budget"
-    while low < high:
-        middle = (low + high + 1) // 2
-        if fits(middle):
-            low = middle
-        else:
-            high = middle - 1
-    return with_kv_bytes(priced(low), kv), (), low
+    return with_kv_bytes(priced(max_pixels), kv), (), max_pixels

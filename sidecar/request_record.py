@@ -159,6 +159,7 @@ class RequestRecord:
         if self.relay is not None:
             fields["upstream_status"] = self.relay.status
             fields["upstream_completed"] = self.relay.completed
+            fields["upstream_bytes"] = self.relay.bytes_relayed
             if self.relay.error:
                 fields["upstream_error"] = self.relay.error
         if self.usage is not None:

@@ -24,9 +24,10 @@ from sidecar.state import STATE, SidecarState
 
 @dataclass(slots=True)
 class RunningSidecar:
-    """A started sidecar: its state and the ports it actually listens on."""
+    """A started sidecar: its state, its metrics registry and the ports it listens on."""
 
     state: SidecarState
+    registry: CollectorRegistry
     port: int
     metrics_port: int
     _runners: tuple[web.AppRunner, web.AppRunner]
@@ -80,7 +81,7 @@ async def running_sidecar(
     await traffic_site.start()
     await metrics_site.start()
     sidecar = RunningSidecar(
-        app[STATE], _bound_port(traffic), _bound_port(metrics), (traffic, metrics)
+        app[STATE], registry, _bound_port(traffic), _bound_port(metrics), (traffic, metrics)
     )
     try:
         yield sidecar

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -58,7 +58,6 @@ class SidecarState:
     session: aiohttp.ClientSession | None = None
     engine_facts: EngineFacts | None = None
     draining: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def shadow(self) -> bool:

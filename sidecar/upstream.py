@@ -8,7 +8,7 @@ client as soon as it arrives, so streaming adds no time to first token.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import aiohttp
@@ -60,21 +60,18 @@ class RelayResult:
     bytes_relayed: int = 0
     completed: bool = False
     error: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 def forwardable_headers(
     headers: CIMultiDictProxy[str] | CIMultiDict[str], extra: Mapping[str, str] | None = None
 ) -> CIMultiDict[str]:
     """Copy headers without hop-by-hop ones (and those the Connection header names)."""
-    named = {
+    dropped = HOP_BY_HOP_HEADERS.union(
         token.strip().lower()
         for value in headers.getall("Connection", [])
         for token in value.split(",")
-    }
-    copied = CIMultiDict(
-        (k, v) for k, v in headers.items() if k.lower() not in HOP_BY_HOP_HEADERS | named
     )
+    copied = CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in dropped)
     for key, value in (extra or {}).items():
         copied[key] = value
     return copied

@@ -55,9 +55,8 @@ async def make_sidecar(standin: StandinServer) -> AsyncIterator[SidecarFactory]:
                 metrics_port=0,
                 **overrides,
             )
-            registry = CollectorRegistry()
-            sidecar = await stack.enter_async_context(running_sidecar(settings, registry=registry))
-            sidecar.state.extra["registry"] = registry
-            return sidecar
+            return await stack.enter_async_context(
+                running_sidecar(settings, registry=CollectorRegistry())
+            )
 
         yield start

@@ -99,7 +99,7 @@ async def eventually(condition: Callable[[], bool], timeout_seconds: float = 3.0
 
 def sample(sidecar: RunningSidecar, name: str, **labels: str) -> float:
     """A metric's value on the sidecar's own registry (0 when the series does not exist)."""
-    registry = sidecar.state.extra["registry"]
+    registry = sidecar.registry
     labels = {"model": PROFILE.name, **labels}
     return registry.get_sample_value(name, labels) or 0.0
 

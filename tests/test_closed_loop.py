@@ -236,7 +236,7 @@ async def test_discovered_engine_facts_are_exported(
     standin.set_load(kv_cache_usage_perc=0.5, num_requests_waiting=3)
     sidecar = await make_sidecar(engine_poll_seconds=0.05)
     await eventually(lambda: sidecar.state.engine_facts is not None)
-    registry = sidecar.state.extra["registry"]
+    registry = sidecar.registry
     labels = {"model": QWEN}
     assert registry.get_sample_value("vlm_sidecar_engine_kv_capacity_tokens", labels) == 16_000
     assert registry.get_sample_value("vlm_sidecar_engine_max_model_len", labels) == 8192
@@ -263,7 +263,7 @@ async def test_prediction_error_is_split_into_image_and_text_parts(
     finished = next(e for e in logs if e["event"] == "request.finished")
     assert finished["image_tokens_error"] == 10
     assert finished["text_tokens_error"] == 500 - predicted - 10
-    registry = sidecar.state.extra["registry"]
+    registry = sidecar.registry
     labels = {"model": QWEN, "route": "chat_completions"}
     # Histograms with negative buckets have no _sum: the 10 lands in the (8, 16] bucket.
     name = "vlm_sidecar_image_tokens_prediction_error"

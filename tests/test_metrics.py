@@ -39,7 +39,7 @@ CHAT = "chat_completions"
 
 
 def registry_of(sidecar: RunningSidecar) -> CollectorRegistry:
-    registry: CollectorRegistry = sidecar.state.extra["registry"]
+    registry: CollectorRegistry = sidecar.registry
     return registry
 
 

@@ -13,7 +13,6 @@ import jinja2.sandbox
 import orjson
 import pytest
 from PIL import Image
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 from transformers.models.qwen2_5_vl.processing_qwen2_5_vl import Qwen2_5_VLProcessor
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
@@ -26,12 +25,8 @@ from sidecar.settings import Settings
 from sidecar.text_tokens import PromptCounter
 from tests.conftest import QWEN, SidecarFactory
 from tests.imaging import chat_body, jpeg_uri
+from tests.model_dirs import QWEN2_VL_CHAT_TEMPLATE, write_config_files, write_qwen_tokenizer
 
-TEMPLATE = (Path(__file__).parent / "data" / "qwen2_vl_chat_template.jinja").read_text()
-SPECIAL_TOKENS = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-    "<|image_pad|>", "<|video_pad|>",
-]  # fmt: skip
 CORPUS = [
     "You are a helpful assistant.",
     "What is in this picture? Describe the image in detail, please.",
@@ -52,21 +47,8 @@ class _ProcessorWithoutVideo(Qwen2_5_VLProcessor):  # type: ignore[misc]
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A Qwen2.5-VL-7B model directory with a small locally trained tokenizer."""
-    directory = tmp_path_factory.mktemp("qwen25vl")
-    entry = BUILTIN_MODELS[QWEN]
-    (directory / "config.json").write_text(json.dumps(entry.config))
-    (directory / "preprocessor_config.json").write_text(json.dumps(entry.preprocessor))
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=500,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tokenizer.train_from_iterator(CORPUS * 20, trainer)
-    tokenizer.save(str(directory / "tokenizer.json"))
-    (directory / "chat_template.jinja").write_text(TEMPLATE)
+    directory = write_config_files(tmp_path_factory.mktemp("qwen25vl"), QWEN)
+    write_qwen_tokenizer(directory, CORPUS * 20, vocab_size=500)
     config = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
     (directory / "tokenizer_config.json").write_text(json.dumps(config))
     return directory
@@ -88,7 +70,7 @@ def oracle(model_dir: Path) -> _ProcessorWithoutVideo:
         image_processor=image_processor,
         tokenizer=fast,
         video_processor=None,
-        chat_template=TEMPLATE,
+        chat_template=QWEN2_VL_CHAT_TEMPLATE,
     )
 
 

@@ -49,7 +49,6 @@ from aiohttp import web
 from PIL import Image
 from prometheus_client import CollectorRegistry
 from pytest_aiohttp import AiohttpServer
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 from transformers.video_utils import VideoMetadata
 
@@ -73,10 +72,10 @@ from sidecar.video.probe import (
 )
 from sidecar.video.qwen import QwenVideoRule, clip_smart_resize
 from tests.conftest import QWEN, SidecarFactory
+from tests.model_dirs import QWEN2_VL_CHAT_TEMPLATE, write_qwen_tokenizer
 
 QWEN3 = "Qwen/Qwen3-VL-8B-Instruct"
 MP4 = "mov,mp4,m4a,3gp,3g2,mj2"
-TEMPLATE = (Path(__file__).parent / "data" / "qwen2_vl_chat_template.jinja").read_text()
 VISUAL, PROMPT_TOKENS = "x-vlm-sidecar-visual-tokens", "x-vlm-sidecar-prompt-tokens"
 
 
@@ -699,7 +698,7 @@ async def test_sidecar_reports_an_inline_videos_exact_tokens(
     assert video["tokens"] == 8_464
     assert video["frames_sampled"] == 32
     assert (video["size"], video["format"], video["duration_seconds"]) == ("640x640", MP4, 16.0)
-    registry: CollectorRegistry = sidecar.state.extra["registry"]
+    registry: CollectorRegistry = sidecar.registry
     labels = {"model": sidecar.state.metrics.model}
     assert registry.get_sample_value("vlm_sidecar_video_tokens_sum", labels) == 8_464
     assert registry.get_sample_value("vlm_sidecar_video_seconds_sum", labels) == 16.0
@@ -894,11 +893,6 @@ async def test_sidecar_probes_url_videos_from_a_bounded_prefix(
 
 # --- Qwen3-VL timestamps counted with the model directory's tokenizer -------------------------
 
-SPECIAL_TOKENS = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-    "<|image_pad|>", "<|video_pad|>",
-]  # fmt: skip
-
 
 @pytest.fixture(scope="module")
 def qwen3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -907,19 +901,8 @@ def qwen3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         tmp_path_factory.mktemp("qwen3") / "model",
         video_preprocessor_config=BUILTIN_MODELS[QWEN3].video_preprocessor or {},
     )
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
     corpus = [f"<{t / 10:.1f} seconds> what happens in the video" for t in range(0, 400, 7)]
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tokenizer.train_from_iterator(corpus * 5, trainer)
-    tokenizer.save(str(directory / "tokenizer.json"))
-    (directory / "chat_template.jinja").write_text(TEMPLATE)
-    return directory
+    return write_qwen_tokenizer(directory, corpus * 5, vocab_size=400)
 
 
 async def test_qwen3_video_prompt_tokens_equal_vllms_expansion_with_the_tokenizer(
@@ -942,7 +925,7 @@ async def test_qwen3_video_prompt_tokens_equal_vllms_expansion_with_the_tokenize
         {"type": "text", "text": "What happens?"}, {"type": "video"},
     ]}]  # fmt: skip
     text = fast.apply_chat_template(
-        messages, chat_template=TEMPLATE, add_generation_prompt=True, tokenize=False
+        messages, chat_template=QWEN2_VL_CHAT_TEMPLATE, add_generation_prompt=True, tokenize=False
     )
     ids = fast.encode(text, add_special_tokens=False)
     header = probe_video_bytes(video)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.errors import UnsupportedImageSizeError
+from sidecar.search import largest_that_fits
 from sidecar.vision import ImageTokens, NoPixelRange
 from sidecar.vision.tiling import already_fits, within_caps
 
@@ -105,19 +106,13 @@ class PixtralRule(NoPixelRange):
             cost = self.image_tokens(width, height).tokens
             return within_caps(cost, width, height, max_tokens=max_tokens, max_pixels=max_pixels)
 
-        low, high = 1, min(long_side, self.longest_edge_px)
-        if not fits(low):
+        long_px = largest_that_fits(1, min(long_side, self.longest_edge_px), fits)
+        if long_px is None:
             raise UnsupportedImageSizeError(
                 f"image {width_px}x{height_px} cannot be downscaled to {max_tokens} tokens: "
                 f"the smallest image costs {self.image_tokens(1, 1).tokens}"
             )
-        while low < high:
-            middle = (low + high + 1) // 2
-            if fits(middle):
-                low = middle
-            else:
-                high = middle - 1
-        return size(low)
+        return size(long_px)
 
     def describe(self) -> str:
         return (

@@ -16,6 +16,8 @@ The hierarchy::
     ├── RequestTimeoutError           408  the body did not arrive in time
     ├── BodyTooLargeError             413
     ├── OverloadedError               429  the in-flight budget stayed full
+    │   ├── QueueFullError            429  SIDECAR_MAX_QUEUE_DEPTH requests already wait
+    │   ├── LargerThanBudgetError     429  one request exceeds the whole in-flight budget
     │   └── EngineSaturatedError      429  vLLM reported saturation throughout
     ├── UpstreamError                 502
     │   └── UpstreamTimeoutError      504
@@ -122,6 +124,14 @@ class OverloadedError(SidecarError):
     def __init__(self, message: str, *, retry_after_seconds: int) -> None:
         super().__init__(message)
         self.retry_after_seconds = retry_after_seconds
+
+
+class QueueFullError(OverloadedError):
+    """The queue for the in-flight budget is at SIDECAR_MAX_QUEUE_DEPTH."""
+
+
+class LargerThanBudgetError(OverloadedError):
+    """One request needs more KV than the whole in-flight budget."""
 
 
 class EngineSaturatedError(OverloadedError):

@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from sidecar.errors import OverloadedError
+from sidecar.errors import LargerThanBudgetError, OverloadedError, QueueFullError
 from sidecar.units import format_bytes
 
 
@@ -112,7 +112,7 @@ class KvBudget:
             self._grant(kv_bytes)
             return Reservation(self, kv_bytes, 0.0)
         if self._max_queue_depth is not None and len(self._waiters) >= self._max_queue_depth:
-            raise OverloadedError(
+            raise QueueFullError(
                 f"{self._state(kv_bytes)}, and the queue is full "
                 f"({len(self._waiters)} waiting); retry later",
                 retry_after_seconds=retry_after_seconds,
@@ -186,8 +186,8 @@ class KvBudget:
             else:
                 return
 
-    def _too_large(self, kv_bytes: int, retry_after_seconds: int) -> OverloadedError:
-        return OverloadedError(
+    def _too_large(self, kv_bytes: int, retry_after_seconds: int) -> LargerThanBudgetError:
+        return LargerThanBudgetError(
             f"predicted KV cache {format_bytes(kv_bytes)} exceeds the whole in-flight budget "
             f"of {format_bytes(self._total_bytes)}",
             retry_after_seconds=retry_after_seconds,

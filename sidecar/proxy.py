@@ -20,7 +20,9 @@ from sidecar.errors import (
     EngineSaturatedError,
     ImageError,
     InvalidRequestError,
+    LargerThanBudgetError,
     OverloadedError,
+    QueueFullError,
     RequestTimeoutError,
     SidecarError,
     UpstreamError,
@@ -237,8 +239,12 @@ def _reason_for(exc: SidecarError) -> Reason:
             return Reason.BODY_TOO_LARGE
         case EngineSaturatedError():
             return Reason.ENGINE_SATURATED
+        case QueueFullError():
+            return Reason.QUEUE_FULL
+        case LargerThanBudgetError():
+            return Reason.LARGER_THAN_KV_BUDGET
         case OverloadedError():
-            return Reason.QUEUE_FULL if "queue" in exc.message else Reason.QUEUE_TIMEOUT
+            return Reason.QUEUE_TIMEOUT
         case UpstreamError():
             return Reason.UPSTREAM_ERROR
         case ImageError():

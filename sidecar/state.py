@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -55,6 +55,7 @@ class SidecarState:
     downscale_executor: ThreadPoolExecutor
     logger: Any
     saturation: SaturationGate
+    upstream_base: str = field(init=False)  # SIDECAR_UPSTREAM_URL without its trailing slash
     session: aiohttp.ClientSession | None = None
     engine_facts: EngineFacts | None = None
     draining: bool = False
@@ -71,9 +72,12 @@ class SidecarState:
             raise RuntimeError("the upstream session is not open")
         return self.session
 
+    def __post_init__(self) -> None:
+        self.upstream_base = str(self.settings.upstream_url).rstrip("/")
+
     def upstream_url(self, path_qs: str) -> str:
         """vLLM's URL for the same path and query."""
-        return str(self.settings.upstream_url).rstrip("/") + path_qs
+        return self.upstream_base + path_qs
 
     def watch_ledger(self) -> None:
         """Export the ledger's live state: the gauges read it at scrape time."""

@@ -8,7 +8,7 @@ from collections.abc import Awaitable
 
 import pytest
 
-from sidecar.errors import OverloadedError
+from sidecar.errors import LargerThanBudgetError, OverloadedError, QueueFullError
 from sidecar.kv_budget import KvBudget, Reservation
 
 MIB = 1024 * 1024
@@ -135,7 +135,7 @@ async def test_kv_budget_refuses_immediately_when_one_request_exceeds_the_whole_
     total: int, requested: int, expected: str
 ) -> None:
     budget = KvBudget(total)
-    with pytest.raises(OverloadedError, match=expected) as caught:
+    with pytest.raises(LargerThanBudgetError, match=expected) as caught:
         await budget.acquire(requested, timeout_seconds=30)
     assert caught.value.retry_after_seconds == 30
     assert_idle(budget)
@@ -325,7 +325,7 @@ async def test_kv_budget_refuses_immediately_when_the_queue_is_full(
     holder = await budget.acquire(10, timeout_seconds=1)
     queued = [waiting(budget.acquire(1, timeout_seconds=5)) for _ in range(max_queue_depth)]
     await settle()
-    with pytest.raises(OverloadedError, match=r"the queue is full \(\d+ waiting\)") as caught:
+    with pytest.raises(QueueFullError, match=r"the queue is full \(\d+ waiting\)") as caught:
         await budget.acquire(1, timeout_seconds=timeout_seconds)
     assert caught.value.retry_after_seconds == retry_after_seconds
     assert budget.queue_depth == max_queue_depth
@@ -413,7 +413,10 @@ async def test_kv_budget_stays_exact_under_random_concurrent_load(
     with pytest.raises(asyncio.CancelledError):
         await watch
 
-    outcomes = {type(result).__name__ for result in results}
+    outcomes = {
+        "OverloadedError" if isinstance(result, OverloadedError) else type(result).__name__
+        for result in results
+    }
     assert outcomes <= {"NoneType", "OverloadedError", "CancelledError", "BodyError"}
     assert {"NoneType", "OverloadedError", "CancelledError", "BodyError"} <= outcomes, outcomes
     assert violations == []

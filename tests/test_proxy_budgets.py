@@ -537,6 +537,8 @@ async def test_proxy_answers_429_at_once_when_the_queue_is_at_max_queue_depth(
     assert reply.status == 429
     assert "the queue is full (1 waiting)" in reply.json()["error"]["message"]
     assert int(reply.headers["Retry-After"]) >= 1
+    full = {"route": "chat_completions", "decision": "reject", "reason": "queue_full"}
+    assert sample(sidecar, "vlm_sidecar_requests_total", **full) == 1
     holder.cancel()  # the holder's client leaves: the queued request gets its place
     admitted = await queued
     assert (admitted.status, admitted.headers[DECISION]) == (200, "wait")

@@ -24,8 +24,8 @@ from typing import Any
 import PIL
 from PIL import Image, ImageChops, ImageDraw
 
-from sidecar.images.downscale import PNG_COMPRESS_LEVEL, RESAMPLE, downscale_image
-from sidecar.model_profiles import load_profile
+from sidecar.images.resize import PNG_COMPRESS_LEVEL, RESAMPLE, downscale_image
+from sidecar.profiles import load_profile
 
 QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
 MAX_PIXELS = 1_003_520

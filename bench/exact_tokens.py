@@ -15,7 +15,7 @@ import timeit
 from pathlib import Path
 from typing import Any
 
-from sidecar.text_tokens import PromptCounter
+from sidecar.cost.text_tokens import PromptCounter
 from sidecar.vision import ImageTokens
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: see tests/

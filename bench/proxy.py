@@ -64,21 +64,22 @@ from exact_tokens import exact_token_costs  # bench/exact_tokens.py, likewise
 from multidict import CIMultiDict
 from PIL import Image
 
-from sidecar.admission import decide
-from sidecar.allocator import tune_allocator
-from sidecar.app import make_state
+from sidecar.admission.decision import decide
+from sidecar.admission.ledger import KvLedger
+from sidecar.cost.request_body import parse_request_body
 from sidecar.images.data_uri import validate_base64
 from sidecar.images.probe import probe_base64
-from sidecar.kv_budget import KvBudget
-from sidecar.log import configure_logging, get_logger
-from sidecar.request_body import Route, parse_request_body
-from sidecar.request_record import RequestRecord
-from sidecar.server import running_sidecar
+from sidecar.observe.log import configure_logging, get_logger
+from sidecar.observe.record import RequestRecord, UpstreamOutcome
+from sidecar.observe.usage import Usage
+from sidecar.routes import Route
+from sidecar.serve.allocator import tune_allocator
+from sidecar.serve.app import make_app
+from sidecar.serve.keys import BUDGETS, METRICS, PRICER, PROFILE, RESIZE_POOL
+from sidecar.serve.relay import forwardable_headers
+from sidecar.serve.server import running_sidecar
 from sidecar.settings import LogFormat, Settings
 from sidecar.standin import StandinConfig, run_standin
-from sidecar.state import SidecarState
-from sidecar.upstream import RelayResult, forwardable_headers
-from sidecar.usage import Usage
 
 QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
 # Set by --glibc-defaults; read by the sidecar process, spawned after it is set.
@@ -193,7 +194,7 @@ async def _serve(kind: str, conn: Connection, upstream_url: str) -> None:
             settings = sidecar_settings(upstream_url)
             sidecar = await stack.enter_async_context(running_sidecar(settings))
             if kind == "sidecar-noop-metrics":
-                sidecar.state.metrics = NoopMetrics()  # type: ignore[assignment]
+                sidecar.app[METRICS] = NoopMetrics()  # type: ignore[assignment]
             port = sidecar.port
         conn.send(port)
         watcher = loop.run_in_executor(None, control)
@@ -403,10 +404,11 @@ async def per_call_async_us(call: Callable[[], Awaitable[object]], calls: int) -
     return best * 1e6
 
 
-async def body_pieces(state: SidecarState, label: str, body: bytes) -> list[tuple[str, float]]:
+async def body_pieces(app: web.Application, label: str, body: bytes) -> list[tuple[str, float]]:
     """Parse, validate, probe, price and decide one body."""
+    pricer, profile, budgets = app[PRICER], app[PROFILE], app[BUDGETS].current
     parsed = parse_request_body(body, Route.CHAT)
-    prediction = await state.pricer.price(parsed, body)
+    prediction = await pricer.price(parsed, body)
     size = f"{len(body) / 1e6:.2f} MB" if len(body) > 1e5 else f"{len(body)} B"
     rows = [
         (
@@ -426,15 +428,11 @@ async def body_pieces(state: SidecarState, label: str, body: bytes) -> list[tupl
     rows += [
         (
             f"Pricer.price ({label})",
-            await per_call_async_us(lambda: state.pricer.price(parsed, body), 100),
+            await per_call_async_us(lambda: pricer.price(parsed, body), 100),
         ),
         (
             f"decide ({label})",
-            per_call_us(
-                lambda: decide(
-                    prediction, state.budgets, vision=state.profile.vision, kv=state.profile.kv
-                )
-            ),
+            per_call_us(lambda: decide(prediction, budgets, vision=profile.vision, kv=profile.kv)),
         ),
     ]
     return rows
@@ -442,10 +440,10 @@ async def body_pieces(state: SidecarState, label: str, body: bytes) -> list[tupl
 
 async def piece_costs(text_body: bytes, image_body: bytes) -> list[tuple[str, float]]:
     """Microseconds per call of each stage of one request, in this process."""
-    state = make_state(sidecar_settings("http://127.0.0.1:9"))
+    app = make_app(sidecar_settings("http://127.0.0.1:9"))
     rows: list[tuple[str, float]] = []
     for label, body in (("text", text_body), ("image", image_body)):
-        rows += await body_pieces(state, label, body)
+        rows += await body_pieces(app, label, body)
     headers = CIMultiDict(
         {
             "Host": "x",
@@ -461,34 +459,38 @@ async def piece_costs(text_body: bytes, image_body: bytes) -> list[tuple[str, fl
             per_call_us(lambda: forwardable_headers(headers, {"x-request-id": "abc"})),
         )
     )
-    ledger = KvBudget(1 << 36)
+    ledger = KvLedger(1 << 36)
 
     async def reserve() -> None:
         (await ledger.acquire(1 << 20, 30)).release()
 
-    rows.append(("KvBudget acquire + release", await per_call_async_us(reserve, 5_000)))
+    rows.append(("KvLedger acquire + release", await per_call_async_us(reserve, 5_000)))
     rows += exact_token_costs()
     image_parsed = parse_request_body(image_body, Route.CHAT)
-    decision = decide(
-        await state.pricer.price(image_parsed, image_body),
-        state.budgets,
-        vision=state.profile.vision,
-        kv=state.profile.kv,
+    profile = app[PROFILE]
+    verdict = decide(
+        await app[PRICER].price(image_parsed, image_body),
+        app[BUDGETS].current,
+        vision=profile.vision,
+        kv=profile.kv,
     )
-    relay = RelayResult(status=200, first_byte_seconds=0.01, completed=True)
+    upstream = UpstreamOutcome(
+        status=200, first_byte_seconds=0.01, bytes_relayed=4096, completed=True
+    )
     usage = Usage(prompt_tokens=15_600, completion_tokens=64, image_tokens=None)
 
     def finish(metrics: Any, logger: Any) -> None:
-        record = RequestRecord("0123456789abcdef0123456789abcdef", "chat_completions")
-        record.apply(decision)
+        record = RequestRecord("0123456789abcdef0123456789abcdef", Route.CHAT)
+        record.apply(verdict)
         record.response_headers()
-        record.relay, record.usage, record.upstream_sent_at = relay, usage, time.perf_counter()
+        record.upstream, record.usage = upstream, usage
+        record.upstream_sent_at = time.perf_counter()
         record.finish(metrics, logger)
 
     for renderer, label in ((None, "stdlib json log line; before"), (orjson.dumps, "orjson")):
         log_to_devnull(renderer)
         logger = get_logger()  # bound to the configuration just made
-        for name, metrics in (("metrics", state.metrics), ("no-op Metrics", NoopMetrics())):
+        for name, metrics in (("metrics", app[METRICS]), ("no-op Metrics", NoopMetrics())):
             rows.append(
                 (
                     f"RequestRecord headers + finish: {name}, {label} (image)",
@@ -496,7 +498,7 @@ async def piece_costs(text_body: bytes, image_body: bytes) -> list[tuple[str, fl
                 )
             )
     log_to_devnull()
-    state.downscale_executor.shutdown()
+    app[RESIZE_POOL].shutdown()
     return rows
 
 

@@ -72,7 +72,7 @@ FAULTS = [
 
 def serve_standin(port_file: Path) -> None:
     """The stand-in's process: serve until SIGTERM, after writing its port to ``port_file``."""
-    from sidecar.server import event_loop_runner
+    from sidecar.serve.server import event_loop_runner
     from sidecar.standin import StandinConfig, run_standin
 
     async def serve() -> None:
@@ -461,7 +461,7 @@ async def load(
 def soak(duration: float, concurrency: int, seed: int, workdir: Path) -> Report:
     standin, upstream_port = start_standin(workdir)
     try:
-        log = workdir / "sidecar.log"
+        log = workdir / "sidecar.observe.log"
         sidecar, port, metrics_port = start_sidecar(upstream_port, log)
         try:
             tally, samples, values, elapsed = asyncio.run(
@@ -539,7 +539,7 @@ def main() -> int:
     print(document)
     if args.json is not None:
         args.json.write_text(document + "\n")
-    print(f"sidecar log: {workdir / 'sidecar.log'}", file=sys.stderr)
+    print(f"sidecar log: {workdir / 'sidecar.observe.log'}", file=sys.stderr)
     for failure in report.failures:
         print(f"FAILED: {failure}", file=sys.stderr)
     return 1 if report.failures else 0

@@ -23,14 +23,15 @@ from typing import Any
 import atheris
 
 with atheris.instrument_imports():
-    from sidecar import request_body
+    from sidecar.cost import request_body
     from sidecar.errors import ImageError, InvalidRequestError
-    from sidecar.images import downscale, headers, probe, refs
+    from sidecar.images import headers, probe, refs, resize
+    from sidecar.routes import Route
 
 from PIL import Image
 
 INSTRUMENTED = (refs, headers)  # imported for coverage, called through the others
-ROUTES = list(request_body.Route)
+ROUTES = list(Route)
 DOWNSCALE_LIMIT_PIXELS = 4096
 
 
@@ -75,7 +76,7 @@ def _recording_new(mode: str, size: tuple[int, int], *args: Any) -> Any:
 def downscale_target(data: bytes) -> None:
     _allocated.clear()
     with contextlib.suppress(ImageError):
-        downscale.downscale_image(data, (8, 8), max_decode_pixels=DOWNSCALE_LIMIT_PIXELS)
+        resize.downscale_image(data, (8, 8), max_decode_pixels=DOWNSCALE_LIMIT_PIXELS)
     over = [size for size in _allocated if size[0] * size[1] > DOWNSCALE_LIMIT_PIXELS]
     if over:
         raise FuzzFailure(f"pixel buffers over the limit: {over}")

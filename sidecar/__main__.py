@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from sidecar.cli import main as _cli_main
+from sidecar.cli.commands import main as _cli_main
 
 
 def main() -> None:

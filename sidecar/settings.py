@@ -9,9 +9,10 @@ names the variable.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import (
+    AliasChoices,
     ByteSize,
     Field,
     HttpUrl,
@@ -24,8 +25,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from sidecar.model_profiles import ProfileOverrides
-
+ENV_PREFIX = "SIDECAR_"
 Port = Annotated[int, Field(ge=0, le=65535)]
 AutoKvBudget = Annotated[str, StringConstraints(pattern=r"^auto(:(0?\.\d+|1(\.0*)?))?$")]
 
@@ -70,7 +70,9 @@ class LogFormat(StrEnum):
 class Settings(BaseSettings):
     """The sidecar's whole configuration."""
 
-    model_config = SettingsConfigDict(env_prefix="SIDECAR_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, extra="ignore", populate_by_name=True
+    )
 
     # Where it listens and forwards.
     upstream_url: HttpUrl = Field(
@@ -87,7 +89,12 @@ class Settings(BaseSettings):
     max_pixels: PositiveInt | None = Field(None, description="vLLM --mm-processor-kwargs.")
     kv_cache_dtype: str = Field("auto", description="vLLM --kv-cache-dtype.")
     tensor_parallel_size: PositiveInt = Field(1, description="vLLM --tensor-parallel-size.")
-    block_size: PositiveInt = Field(16, description="vLLM --block-size, in tokens.")
+    block_size_tokens: PositiveInt = Field(
+        16,
+        # SIDECAR_BLOCK_SIZE is the name from before the setting carried its unit.
+        validation_alias=AliasChoices("SIDECAR_BLOCK_SIZE_TOKENS", "SIDECAR_BLOCK_SIZE"),
+        description="vLLM --block-size, in tokens: KV is allocated in whole blocks.",
+    )
 
     # Per-image and per-request budgets; unset means unlimited.
     max_images_per_request: PositiveInt | None = Field(None, description="Images per request.")
@@ -129,16 +136,35 @@ class Settings(BaseSettings):
     )
 
     # What to do when over a budget.
-    over_budget_action: OverBudgetAction = Field(OverBudgetAction.REJECT)
-    downscale_method: DownscaleMethod = Field(DownscaleMethod.RESIZE)
+    over_budget_action: OverBudgetAction = Field(
+        OverBudgetAction.REJECT,
+        description="reject, or downscale the images until the request fits every budget.",
+    )
+    downscale_method: DownscaleMethod = Field(
+        DownscaleMethod.RESIZE,
+        description=(
+            "resize rewrites the images; processor_kwargs sends mm_processor_kwargs.max_pixels "
+            "(needs vLLM's --trust-request-mm-kwargs)."
+        ),
+    )
     downscale_workers: PositiveInt = Field(2, description="Threads that resize images.")
-    downscale_jpeg_quality: Annotated[int, Field(ge=1, le=100)] = Field(90)
+    downscale_jpeg_quality: Annotated[int, Field(ge=1, le=100)] = Field(
+        90, description="JPEG quality of a downscaled JPEG (other formats keep theirs)."
+    )
 
     # Remote images, other media and text.
-    remote_images: RemoteImages = Field(RemoteImages.ASSUME_MAX)
-    remote_image_allowed_domains: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    remote_images: RemoteImages = Field(
+        RemoteImages.ASSUME_MAX,
+        description="How image URLs are priced: assume_max, probe (fetch the header) or reject.",
+    )
+    remote_image_allowed_domains: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated domains that probe may fetch from; empty: any public host.",
+    )
     remote_image_max_bytes: ByteSize = Field(ByteSize(2**20), description="Header fetch cap.")
-    remote_image_timeout_seconds: PositiveFloat = Field(5.0)
+    remote_image_timeout_seconds: PositiveFloat = Field(
+        5.0, description="Whole header fetch of one image URL."
+    )
     video_tokens_per_item: NonNegativeInt = Field(
         16_384, description="Allowance per video that cannot be priced exactly."
     )
@@ -155,14 +181,18 @@ class Settings(BaseSettings):
     )
 
     # Timeouts and shutdown.
-    upstream_connect_timeout_seconds: PositiveFloat = Field(5.0)
+    upstream_connect_timeout_seconds: PositiveFloat = Field(5.0, description="Connecting to vLLM.")
     upstream_read_timeout_seconds: PositiveFloat = Field(600.0, description="Between chunks.")
     client_read_timeout_seconds: PositiveFloat = Field(30.0, description="Slow clients.")
     drain_seconds: NonNegativeInt = Field(30, description="Grace period on SIGTERM.")
 
     # Logging.
-    log_level: str = Field("info")
-    log_format: LogFormat = Field(LogFormat.AUTO)
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = Field(
+        "info", description="Least severe event logged."
+    )
+    log_format: LogFormat = Field(
+        LogFormat.AUTO, description="json, console, or auto (console on a terminal)."
+    )
 
     @field_validator("remote_image_allowed_domains", mode="before")
     @classmethod
@@ -171,19 +201,17 @@ class Settings(BaseSettings):
             return [d.strip().lower() for d in value.split(",") if d.strip()]
         return value
 
+    @classmethod
+    def env_name(cls, field: str) -> str:
+        """The environment variable that sets ``field``."""
+        alias = cls.model_fields[field].validation_alias
+        if isinstance(alias, AliasChoices):
+            return next(str(c) for c in alias.choices if str(c).startswith(ENV_PREFIX))
+        return ENV_PREFIX + field.upper()
+
     def kv_budget_auto_fraction(self) -> float | None:
         """The fraction of vLLM's KV pool to use, when the budget is ``auto[:FRACTION]``."""
         if not isinstance(self.kv_budget_bytes, str):
             return None
         _, _, fraction = self.kv_budget_bytes.partition(":")
         return float(fraction) if fraction else 1.0
-
-    def profile_overrides(self) -> ProfileOverrides:
-        """The vLLM flags that change the prediction."""
-        return ProfileOverrides(
-            min_pixels=self.min_pixels,
-            max_pixels=self.max_pixels,
-            kv_cache_dtype=self.kv_cache_dtype,
-            tensor_parallel_size=self.tensor_parallel_size,
-            block_size_tokens=self.block_size,
-        )

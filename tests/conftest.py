@@ -11,7 +11,7 @@ import pytest
 import structlog
 from prometheus_client import CollectorRegistry
 
-from sidecar.server import RunningSidecar, running_sidecar
+from sidecar.serve.server import RunningSidecar, running_sidecar
 from sidecar.settings import Settings
 from sidecar.standin import StandinConfig, StandinServer, run_standin
 

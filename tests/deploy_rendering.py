@@ -50,7 +50,7 @@ DERIVED_VALUES = {
     "max_images_per_request": "images.maxPerRequest",
     "tensor_parallel_size": "vllm.tensorParallelSize",
     "kv_cache_dtype": "vllm.kvCacheDtype",
-    "block_size": "vllm.blockSize",
+    "block_size_tokens": "vllm.blockSize",
 }
 VLLM_DEFAULT_PORT = 8000
 VLLM_DEFAULT_BLOCK_SIZE = 16

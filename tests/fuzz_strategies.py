@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from fuzz.images import seeds
 from sidecar.images.refs import ANTHROPIC_BLOCK_TYPES, SUPPORTED_PART_TYPES
-from sidecar.request_body import Route
+from sidecar.routes import Route
 
 
 def examples(default: int) -> settings:

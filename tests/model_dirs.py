@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from sidecar.builtin_models import BUILTIN_MODELS
+from sidecar.profiles.builtins import BUILTIN_MODELS
 
 QWEN_SPECIAL_TOKENS = (
     "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",

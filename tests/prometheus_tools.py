@@ -18,7 +18,7 @@ import promql_parser
 import pytest
 from prometheus_client import CollectorRegistry
 
-from sidecar.metrics import Metrics
+from sidecar.observe.metrics import Metrics
 
 INSTALL_HINT = "make test installs it (Debian package prometheus, --no-install-recommends)"
 

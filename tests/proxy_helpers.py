@@ -21,8 +21,9 @@ from multidict import CIMultiDictProxy
 from PIL import Image
 
 from sidecar.images.probe import probe_base64, probe_data_uri
-from sidecar.model_profiles import load_profile
-from sidecar.server import RunningSidecar
+from sidecar.profiles import load_profile
+from sidecar.serve.keys import LEDGER
+from sidecar.serve.server import RunningSidecar
 from sidecar.vision import VisionRule
 from tests.conftest import QWEN
 from tests.imaging import data_uri, image_bytes
@@ -84,7 +85,7 @@ async def post(
 
 
 def ledger_is_idle(sidecar: RunningSidecar) -> bool:
-    ledger = sidecar.state.ledger
+    ledger = sidecar.app[LEDGER]
     return ledger.inflight_bytes == 0 and ledger.inflight_requests == 0 and ledger.queue_depth == 0
 
 

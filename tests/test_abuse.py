@@ -18,7 +18,7 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
-from sidecar.server import RunningSidecar
+from sidecar.serve.server import RunningSidecar
 from sidecar.standin import StandinServer
 from tests.conftest import SidecarFactory
 from tests.imaging import jpeg_uri

@@ -22,9 +22,9 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from sidecar.app import make_remote_prober
 from sidecar.images.addresses import is_public_address
-from sidecar.server import RunningSidecar, running_sidecar
+from sidecar.serve.app import make_remote_prober
+from sidecar.serve.server import RunningSidecar, running_sidecar
 from sidecar.settings import Settings
 from sidecar.standin import StandinServer
 from tests.conftest import QWEN

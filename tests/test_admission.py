@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from sidecar.admission import Admit, Downscale, Reason, Reject, Wait, decide
-from sidecar.budgets import Budgets
-from sidecar.model_profiles import ModelProfile, load_profile
-from sidecar.prediction import ImageCost, RequestPrediction, predict_request
+from sidecar.admission.budgets import Budgets
+from sidecar.admission.decision import Admit, Downscale, Reason, Reject, Wait, decide
+from sidecar.cost.prediction import ImageCost, RequestPrediction, predict_request
+from sidecar.profiles import ModelProfile, load_profile
 
 QWEN = load_profile("Qwen/Qwen2.5-VL-7B-Instruct")
 LLAVA = load_profile("llava-hf/llava-1.5-7b-hf")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-SCRIPT = "from sidecar.allocator import tune_allocator; print(tune_allocator())"
+SCRIPT = "from sidecar.serve.allocator import tune_allocator; print(tune_allocator())"
 
 
 def _run(env: dict[str, str]) -> str:

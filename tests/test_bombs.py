@@ -28,8 +28,8 @@ from PIL import GifImagePlugin, Image, ImageFile
 
 from fuzz.images import BOMBS, animated_gif, encode, gradient, padded, png_bomb
 from sidecar.errors import ImageTooLargeError
-from sidecar.images.downscale import downscale_image
 from sidecar.images.probe import probe_data_uri
+from sidecar.images.resize import downscale_image
 from sidecar.standin import StandinServer
 from tests.conftest import SidecarFactory
 from tests.proxy_helpers import (

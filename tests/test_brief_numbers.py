@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.capacity_plan import Hardware, Workload, make_plan
-from sidecar.model_profiles import ProfileOverrides, load_profile
+from sidecar.cli.capacity import Hardware, Workload, make_plan
+from sidecar.profiles import ProfileOverrides, load_profile
 from sidecar.units import format_bytes
 
 QWEN2_VL_7B = "Qwen/Qwen2-VL-7B-Instruct"

@@ -9,7 +9,7 @@ import sys
 import orjson
 import pytest
 
-from sidecar.cli import main
+from sidecar.cli.commands import main
 
 QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
 

@@ -12,8 +12,9 @@ import pytest
 from aiohttp import web
 from structlog.testing import capture_logs
 
-from sidecar.discovery import EngineFacts, parse_engine_metrics, parse_models
-from sidecar.server import RunningSidecar
+from sidecar.engine import EngineFacts, parse_engine_metrics, parse_models
+from sidecar.serve.keys import BUDGETS, ENGINE, LEDGER, SATURATION
+from sidecar.serve.server import RunningSidecar
 from sidecar.standin import StandinConfig, StandinServer, run_standin, start_standin
 from tests.conftest import QWEN, SidecarFactory
 from tests.imaging import chat_body, jpeg_uri
@@ -88,10 +89,10 @@ async def test_auto_budget_follows_the_engines_pool_and_its_restart(
     standin.set_cache_config(num_gpu_blocks=1000, block_size=16)
     sidecar = await make_sidecar(kv_budget_bytes="auto:0.5", engine_poll_seconds=0.05)
     expected = int(1000 * 16 * QWEN_KV_BYTES_PER_TOKEN * 0.5)
-    await eventually(lambda: sidecar.state.ledger.total_bytes == expected)
+    await eventually(lambda: sidecar.app[LEDGER].total_bytes == expected)
     standin.set_cache_config(num_gpu_blocks=3000)
-    await eventually(lambda: sidecar.state.ledger.total_bytes == 3 * expected)
-    assert sidecar.state.budgets.kv_budget_bytes == 3 * expected
+    await eventually(lambda: sidecar.app[LEDGER].total_bytes == 3 * expected)
+    assert sidecar.app[BUDGETS].current.kv_budget_bytes == 3 * expected
 
 
 async def test_discovery_waits_for_an_engine_that_starts_late(make_sidecar: SidecarFactory) -> None:
@@ -102,10 +103,10 @@ async def test_discovery_waits_for_an_engine_that_starts_late(make_sidecar: Side
         upstream_url=f"http://127.0.0.1:{port}", kv_budget_bytes="auto", engine_poll_seconds=0.05
     )
     await asyncio.sleep(0.3)
-    assert sidecar.state.ledger.total_bytes == 0
+    assert sidecar.app[LEDGER].total_bytes == 0
     late = await start_standin(StandinConfig(num_gpu_blocks=500), port=port)
     try:
-        await eventually(lambda: sidecar.state.ledger.total_bytes == 500 * 16 * 57_344)
+        await eventually(lambda: sidecar.app[LEDGER].total_bytes == 500 * 16 * 57_344)
     finally:
         await late.close()
 
@@ -115,7 +116,7 @@ async def test_context_length_from_vllm_becomes_the_default_prompt_budget(
 ) -> None:
     standin.set_cache_config(max_model_len=4096)
     sidecar = await make_sidecar(engine_poll_seconds=0.05)
-    await eventually(lambda: sidecar.state.budgets.max_request_prompt_tokens == 4096)
+    await eventually(lambda: sidecar.app[BUDGETS].current.max_request_prompt_tokens == 4096)
     url = f"http://127.0.0.1:{sidecar.port}/v1/chat/completions"
     async with session.post(url, json=chat_body(jpeg_uri(1920, 1080), jpeg_uri(1920, 1080))) as r:
         assert r.status == 400
@@ -137,7 +138,7 @@ async def test_saturated_engine_holds_new_requests_until_it_has_room(
 ) -> None:
     standin.set_load(kv_cache_usage_perc=0.99)
     sidecar = await make_sidecar(saturation_kv_usage=0.95, engine_poll_seconds=0.05)
-    await eventually(lambda: sidecar.state.saturation.saturated)
+    await eventually(lambda: sidecar.app[SATURATION].saturated)
     pending = asyncio.create_task(_post_chat(session, sidecar))
     await asyncio.sleep(0.2)
     assert not pending.done()
@@ -155,7 +156,7 @@ async def test_saturated_engine_answers_429_after_the_queue_timeout(
     sidecar = await make_sidecar(
         saturation_waiting_requests=10, engine_poll_seconds=0.05, queue_timeout_seconds=0
     )
-    await eventually(lambda: sidecar.state.saturation.saturated)
+    await eventually(lambda: sidecar.app[SATURATION].saturated)
     response = await _post_chat(session, sidecar)
     assert response.status == 429
     assert "Retry-After" in response.headers
@@ -235,7 +236,7 @@ async def test_discovered_engine_facts_are_exported(
     standin.set_cache_config(num_gpu_blocks=1000, block_size=16, max_model_len=8192)
     standin.set_load(kv_cache_usage_perc=0.5, num_requests_waiting=3)
     sidecar = await make_sidecar(engine_poll_seconds=0.05)
-    await eventually(lambda: sidecar.state.engine_facts is not None)
+    await eventually(lambda: sidecar.app[ENGINE].facts is not None)
     registry = sidecar.registry
     labels = {"model": QWEN}
     assert registry.get_sample_value("vlm_sidecar_engine_kv_capacity_tokens", labels) == 16_000

@@ -46,7 +46,7 @@ ENV_NAME = re.compile(r"^SIDECAR_[A-Z0-9_]+$")
 
 def env_name(field: str) -> str:
     """``max_pixels`` -> ``SIDECAR_MAX_PIXELS``."""
-    return f"SIDECAR_{field.upper()}"
+    return Settings.env_name(field)
 
 
 def parse_settings(monkeypatch: pytest.MonkeyPatch, environment: Mapping[str, str]) -> Settings:
@@ -280,8 +280,8 @@ def test_vllm_flags_agree_with_the_sidecar_settings(
             "SIDECAR_KV_CACHE_DTYPE / --kv-cache-dtype": (
                 settings.kv_cache_dtype, flags.get("--kv-cache-dtype", "auto"),
             ),
-            "SIDECAR_BLOCK_SIZE / --block-size": (
-                settings.block_size, int(flags.get("--block-size", VLLM_DEFAULT_BLOCK_SIZE)),
+            "SIDECAR_BLOCK_SIZE_TOKENS / --block-size": (
+                settings.block_size_tokens, int(flags.get("--block-size", VLLM_DEFAULT_BLOCK_SIZE)),
             ),
         }  # fmt: skip
         disagree = {name: pair for name, pair in pairs.items() if pair[0] != pair[1]}

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from sidecar.metrics import Metrics
+from sidecar.observe.metrics import Metrics
 from tests.deploy_rendering import (
     CHART,
     DEPLOY,

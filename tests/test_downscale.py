@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from PIL import Image, ImageChops, ImageCms, ImageFile, ImageOps, ImageStat, JpegImagePlugin
 
 from sidecar.errors import ImageTooLargeError, NotAnImageError, TruncatedImageError
-from sidecar.images.downscale import DownscaledImage, downscale_image
 from sidecar.images.probe import probe_bytes
-from sidecar.model_profiles import load_profile
+from sidecar.images.resize import DownscaledImage, downscale_image
+from sidecar.profiles import load_profile
 from sidecar.vision.qwen import QwenSmartResizeRule
 
 pillow_heif.register_heif_opener()  # only for the test's own view of HEIF sources

@@ -17,8 +17,9 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
-import sidecar.rewrite
-from sidecar.server import RunningSidecar
+import sidecar.serve.rewrite
+from sidecar.serve.keys import LEDGER, SATURATION
+from sidecar.serve.server import RunningSidecar
 from sidecar.standin import StandinConfig, StandinServer, start_standin
 from tests.conftest import QWEN, SidecarFactory
 from tests.imaging import jpeg_uri
@@ -166,7 +167,7 @@ async def test_vllms_request_is_cancelled_when_the_client_leaves_before_the_answ
             post(session, sidecar, chat(max_tokens=4), headers=fault(hold))
         )
         assert await eventually(lambda: standin.counters.in_flight == 1)
-        assert sidecar.state.ledger.inflight_requests == 1
+        assert sidecar.app[LEDGER].inflight_requests == 1
         client.cancel()
         assert await eventually(lambda: standin.counters.in_flight == 0, timeout_seconds=2)
         assert await eventually(lambda: ledger_is_idle(sidecar))
@@ -181,7 +182,7 @@ async def test_nothing_is_forwarded_when_the_client_leaves_while_vllm_is_saturat
     sidecar = await make_sidecar(
         saturation_kv_usage=0.9, engine_poll_seconds=0.05, queue_timeout_seconds=30
     )
-    assert await eventually(lambda: sidecar.state.saturation.saturated)
+    assert await eventually(lambda: sidecar.app[SATURATION].saturated)
     with capture_logs() as logs:
         client = asyncio.create_task(post(session, sidecar, chat(max_tokens=4)))
         await asyncio.sleep(0.2)  # held in the sidecar, not forwarded
@@ -190,7 +191,7 @@ async def test_nothing_is_forwarded_when_the_client_leaves_while_vllm_is_saturat
         assert await eventually(lambda: len(finished(logs)) == 1)
     assert finished(logs)[0]["reason"] == "client_disconnect"
     standin.set_load(kv_cache_usage_perc=0.1)
-    assert await eventually(lambda: not sidecar.state.saturation.saturated)
+    assert await eventually(lambda: not sidecar.app[SATURATION].saturated)
     assert standin.requests == []
     assert ledger_is_idle(sidecar)
     assert (await post(session, sidecar, chat(max_tokens=4))).status == 200
@@ -203,14 +204,14 @@ async def test_nothing_is_forwarded_when_the_client_leaves_while_its_image_is_do
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     started, release = threading.Event(), threading.Event()
-    resize = sidecar.rewrite._resize
+    resize = sidecar.serve.rewrite._resize
 
     def held_resize(*args: Any) -> Any:
         started.set()
         release.wait(timeout=5)
         return resize(*args)
 
-    monkeypatch.setattr(sidecar.rewrite, "_resize", held_resize)
+    monkeypatch.setattr(sidecar.serve.rewrite, "_resize", held_resize)
     proxy = await make_sidecar(max_image_tokens=256, over_budget_action="downscale")
     try:
         with capture_logs() as logs:

@@ -24,10 +24,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar import request_body
+from sidecar.cost import request_body
+from sidecar.cost.request_body import MAX_INT64, RequestBody, parse_request_body, splice
 from sidecar.errors import InvalidRequestError
 from sidecar.images.refs import ImageSource
-from sidecar.request_body import MAX_INT64, RequestBody, Route, parse_request_body, splice
+from sidecar.routes import Route
 from tests.fuzz_strategies import examples, request_bytes
 
 ROUTES = list(Route)

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from sidecar.request_body import Route
-from sidecar.server import RunningSidecar, running_sidecar
+from sidecar.routes import Route
+from sidecar.serve.server import RunningSidecar, running_sidecar
 from sidecar.settings import Settings
 from sidecar.standin import StandinConfig, StandinServer, run_standin
 from tests.conftest import QWEN
@@ -131,10 +131,10 @@ def test_sidecar_answers_any_body_with_a_relayed_2xx_or_a_4xx_in_the_routes_shap
 ) -> None:
     body = data.draw(request_bytes(route))
     with capture_logs() as logs:
-        status, headers, answer = post(live.sidecar.port, route.value, body, chunked=chunked)
+        status, headers, answer = post(live.sidecar.port, route.path, body, chunked=chunked)
         assert status < 500, (status, answer[:300])
         if status >= 400:
-            assert_error_shape(route.value, status, answer)
+            assert_error_shape(route.path, status, answer)
         assert settled(lambda: ledger_is_idle(live.sidecar)), "the ledger kept a reservation"
         assert settled(lambda: [e["event"] for e in logs].count("request.finished") == 1), [
             e["event"] for e in logs

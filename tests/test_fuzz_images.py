@@ -33,8 +33,8 @@ from fuzz.images import (
     webp_extended_bomb,
 )
 from sidecar.errors import EmptyImageError, ImageError, ImageTooLargeError
-from sidecar.images.downscale import downscale_image
 from sidecar.images.probe import ImageHeader, probe_base64, probe_bytes, probe_data_uri
+from sidecar.images.resize import downscale_image
 from tests.fuzz_strategies import SEED_IMAGES, examples
 
 FIELDS = [b"\x00\x00", b"\xff\xff", b"\x00\x00\x00\x00", b"\xff\xff\xff\xff", b"\x7f\xff\xff\xff"]

@@ -8,8 +8,8 @@ from collections.abc import Awaitable
 
 import pytest
 
+from sidecar.admission.ledger import KvLedger, Reservation
 from sidecar.errors import LargerThanBudgetError, OverloadedError, QueueFullError
-from sidecar.kv_budget import KvBudget, Reservation
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -28,7 +28,7 @@ def waiting(awaitable: Awaitable[Reservation]) -> asyncio.Task[Reservation]:
     return asyncio.create_task(run())
 
 
-def assert_idle(budget: KvBudget) -> None:
+def assert_idle(budget: KvLedger) -> None:
     assert (budget.inflight_bytes, budget.inflight_requests, budget.queue_depth) == (0, 0, 0)
 
 
@@ -38,7 +38,7 @@ def assert_idle(budget: KvBudget) -> None:
     ids=["empty", "exact-fit", "zero-bytes", "zero-bytes-when-full"],
 )
 async def test_kv_budget_grants_immediately_when_under_budget(held: int, requested: int) -> None:
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     if held:
         await budget.acquire(held, timeout_seconds=1)
     reservation = await budget.acquire(requested, timeout_seconds=1)
@@ -50,7 +50,7 @@ async def test_kv_budget_grants_immediately_when_under_budget(held: int, request
 
 
 async def test_kv_budget_queues_when_full_and_grants_on_release() -> None:
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     holder = await budget.acquire(8, timeout_seconds=1)
     task = waiting(budget.acquire(5, timeout_seconds=1))
     await settle()
@@ -65,7 +65,7 @@ async def test_kv_budget_queues_when_full_and_grants_on_release() -> None:
 
 
 async def test_kv_budget_grants_in_fifo_order_when_a_large_waiter_is_at_the_head() -> None:
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     holder = await budget.acquire(6, timeout_seconds=1)
     big = waiting(budget.acquire(9, timeout_seconds=1))
     await settle()
@@ -88,7 +88,7 @@ async def test_kv_budget_grants_in_fifo_order_when_a_large_waiter_is_at_the_head
 
 
 async def test_kv_budget_grants_every_waiter_that_fits_on_one_release() -> None:
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     holder = await budget.acquire(10, timeout_seconds=1)
     tasks = [waiting(budget.acquire(size, timeout_seconds=1)) for size in (3, 3, 3, 3)]
     await settle()
@@ -105,7 +105,7 @@ async def test_kv_budget_grants_every_waiter_that_fits_on_one_release() -> None:
 async def test_kv_budget_raises_overloaded_with_a_readable_message_when_the_wait_times_out() -> (
     None
 ):
-    budget = KvBudget(GIB)
+    budget = KvLedger(GIB)
     holder = await budget.acquire(768 * MIB, timeout_seconds=1)
     with pytest.raises(OverloadedError) as caught:
         await budget.acquire(512 * MIB, timeout_seconds=0.01)
@@ -134,7 +134,7 @@ async def test_kv_budget_raises_overloaded_with_a_readable_message_when_the_wait
 async def test_kv_budget_refuses_immediately_when_one_request_exceeds_the_whole_budget(
     total: int, requested: int, expected: str
 ) -> None:
-    budget = KvBudget(total)
+    budget = KvLedger(total)
     with pytest.raises(LargerThanBudgetError, match=expected) as caught:
         await budget.acquire(requested, timeout_seconds=30)
     assert caught.value.retry_after_seconds == 30
@@ -142,7 +142,7 @@ async def test_kv_budget_refuses_immediately_when_one_request_exceeds_the_whole_
 
 
 async def test_kv_budget_counts_but_never_waits_when_total_is_zero() -> None:
-    budget = KvBudget(0)
+    budget = KvLedger(0)
     reservations = [await budget.acquire(100 * GIB, timeout_seconds=0) for _ in range(3)]
     assert (budget.inflight_bytes, budget.inflight_requests, budget.queue_depth) == (
         300 * GIB,
@@ -156,7 +156,7 @@ async def test_kv_budget_counts_but_never_waits_when_total_is_zero() -> None:
 
 @pytest.mark.parametrize("ending", ["cancelled", "timed-out"], ids=["cancelled", "timed-out"])
 async def test_kv_budget_wakes_the_waiters_behind_a_head_waiter_that_leaves(ending: str) -> None:
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     holder = await budget.acquire(6, timeout_seconds=1)
     head = waiting(budget.acquire(5, timeout_seconds=0.01 if ending == "timed-out" else 5))
     await settle()
@@ -178,7 +178,7 @@ async def test_kv_budget_wakes_the_waiters_behind_a_head_waiter_that_leaves(endi
 
 
 async def test_kv_budget_skips_a_cancelled_waiter_when_a_release_comes_before_its_cleanup() -> None:
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     holder = await budget.acquire(10, timeout_seconds=1)
     head = waiting(budget.acquire(8, timeout_seconds=1))
     await settle()
@@ -196,7 +196,7 @@ async def test_kv_budget_skips_a_cancelled_waiter_when_a_release_comes_before_it
 async def test_kv_budget_keeps_the_ledger_exact_when_a_waiter_is_cancelled_as_its_grant_lands() -> (
     None
 ):
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     holder = await budget.acquire(10, timeout_seconds=1)
     task = waiting(budget.acquire(5, timeout_seconds=1))
     await settle()
@@ -209,7 +209,7 @@ async def test_kv_budget_keeps_the_ledger_exact_when_a_waiter_is_cancelled_as_it
 
 
 async def test_kv_budget_keeps_a_grant_that_lands_in_the_same_iteration_as_the_deadline() -> None:
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     holder = await budget.acquire(10, timeout_seconds=1)
     task = waiting(budget.acquire(5, timeout_seconds=0))
     await asyncio.sleep(0)
@@ -221,7 +221,7 @@ async def test_kv_budget_keeps_a_grant_that_lands_in_the_same_iteration_as_the_d
 
 
 async def test_kv_budget_releases_when_the_holder_is_cancelled_inside_async_with() -> None:
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     entered = asyncio.Event()
 
     async def hold() -> None:
@@ -239,7 +239,7 @@ async def test_kv_budget_releases_when_the_holder_is_cancelled_inside_async_with
 
 
 async def test_kv_budget_releases_when_the_async_with_body_raises() -> None:
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     seen: list[Reservation] = []
 
     async def fail_while_holding() -> None:
@@ -255,7 +255,7 @@ async def test_kv_budget_releases_when_the_async_with_body_raises() -> None:
 
 
 async def test_kv_budget_releases_when_the_async_with_body_ends_normally() -> None:
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     async with budget.reserve(7, timeout_seconds=1) as reservation:
         assert not reservation.released
     assert reservation.released
@@ -263,7 +263,7 @@ async def test_kv_budget_releases_when_the_async_with_body_ends_normally() -> No
 
 
 async def test_reservation_release_is_a_no_op_the_second_time() -> None:
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     first = await budget.acquire(4, timeout_seconds=1)
     second = await budget.acquire(4, timeout_seconds=1)
     first.release()
@@ -281,7 +281,7 @@ async def test_reservation_release_is_a_no_op_the_second_time() -> None:
 async def test_kv_budget_set_total_bytes_wakes_waiters_that_now_fit(
     new_total: int, granted: list[bool]
 ) -> None:
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     holder = await budget.acquire(10, timeout_seconds=1)
     tasks = [waiting(budget.acquire(size, timeout_seconds=1)) for size in (6, 4, 3)]
     await settle()
@@ -298,7 +298,7 @@ async def test_kv_budget_set_total_bytes_wakes_waiters_that_now_fit(
 async def test_kv_budget_set_total_bytes_shrinking_refuses_waiters_larger_than_the_new_total() -> (
     None
 ):
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     holder = await budget.acquire(8, timeout_seconds=1)
     too_big = waiting(budget.acquire(6, timeout_seconds=5))
     small = waiting(budget.acquire(2, timeout_seconds=5))
@@ -321,7 +321,7 @@ async def test_kv_budget_set_total_bytes_shrinking_refuses_waiters_larger_than_t
 async def test_kv_budget_refuses_immediately_when_the_queue_is_full(
     max_queue_depth: int, timeout_seconds: float, retry_after_seconds: int
 ) -> None:
-    budget = KvBudget(10, max_queue_depth=max_queue_depth)
+    budget = KvLedger(10, max_queue_depth=max_queue_depth)
     holder = await budget.acquire(10, timeout_seconds=1)
     queued = [waiting(budget.acquire(1, timeout_seconds=5)) for _ in range(max_queue_depth)]
     await settle()
@@ -345,11 +345,11 @@ async def test_kv_budget_refuses_immediately_when_the_queue_is_full(
 )
 def test_kv_budget_rejects_negative_settings(arguments: dict[str, int]) -> None:
     with pytest.raises(ValueError, match="must be >= 0"):
-        KvBudget(**arguments)
+        KvLedger(**arguments)
 
 
 async def test_kv_budget_rejects_negative_sizes() -> None:
-    budget = KvBudget(10)
+    budget = KvLedger(10)
     with pytest.raises(ValueError, match="kv_bytes must be >= 0"):
         await budget.acquire(-1, timeout_seconds=1)
     with pytest.raises(ValueError, match="total_bytes must be >= 0"):
@@ -370,7 +370,7 @@ async def test_kv_budget_stays_exact_under_random_concurrent_load(
 ) -> None:
     rng = random.Random(seed)
     total = 1000
-    budget = KvBudget(total, max_queue_depth=max_queue_depth)
+    budget = KvLedger(total, max_queue_depth=max_queue_depth)
     held: dict[int, int] = {}
     violations: list[str] = []
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-from sidecar.builtin_models import BUILTIN_MODELS
-from sidecar.kv_geometry import AttentionKind, KvGeometry, LayerGroup
-from sidecar.model_config import TEXT_CONFIG_DEFAULTS
-from sidecar.model_profiles import load_profile, profile_from_configs
+from sidecar.profiles import load_profile, profile_from_configs
+from sidecar.profiles.builtins import BUILTIN_MODELS
+from sidecar.profiles.kv_geometry import AttentionKind, KvGeometry, LayerGroup
+from sidecar.profiles.model_config import TEXT_CONFIG_DEFAULTS
 
 QWEN7B = KvGeometry((LayerGroup(AttentionKind.FULL, 28, 4, 128),), dtype_bytes=2)
 

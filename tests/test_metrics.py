@@ -14,19 +14,20 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from sidecar.admission import Reason
-from sidecar.budgets import Budgets
-from sidecar.metrics import (
+from sidecar.admission.budgets import Budgets
+from sidecar.admission.decision import Decision, Reason
+from sidecar.observe.labels import (
     IMAGE_FORMATS,
     KV_BYTES_BUCKETS,
     PIXEL_BUCKETS,
-    ROUTES,
     TOKEN_BUCKETS,
     VALID_OUTCOMES,
-    Metrics,
     image_format_label,
 )
-from sidecar.server import RunningSidecar
+from sidecar.observe.metrics import Metrics
+from sidecar.routes import ROUTE_LABELS as ROUTES
+from sidecar.serve.keys import LEDGER, METRICS
+from sidecar.serve.server import RunningSidecar
 from sidecar.standin import StandinServer
 from tests.conftest import SidecarFactory
 from tests.imaging import chat_body, jpeg_uri
@@ -75,7 +76,7 @@ async def post(
 
 def sample(sidecar: RunningSidecar, name: str, **labels: str) -> float:
     value = registry_of(sidecar).get_sample_value(
-        name, {"model": sidecar.state.metrics.model, **labels}
+        name, {"model": sidecar.app[METRICS].model, **labels}
     )
     assert value is not None, f"{name}{labels} does not exist"
     return value
@@ -162,7 +163,7 @@ def test_metrics_create_the_series_of_an_unlisted_outcome_on_first_use() -> None
     labels = {"model": "m", "route": "custom", "decision": "wait", "reason": "queue_full"}
     assert registry.get_sample_value("vlm_sidecar_requests_total", labels) is None
     series = metrics.for_route("custom")
-    series.request("wait", Reason.QUEUE_FULL).inc()
+    series.request(Decision.WAIT, Reason.QUEUE_FULL).inc()
     assert metrics.for_route("custom") is series
     assert registry.get_sample_value("vlm_sidecar_requests_total", labels) == 1
     metrics.image_counter("jpeg", "elsewhere").inc()
@@ -264,7 +265,7 @@ async def test_metrics_observe_the_wait_of_a_request_that_timed_out(
     sidecar = await make_sidecar(kv_budget_bytes=one_request * 3 // 2, queue_timeout_seconds=1)
     slow = asyncio.create_task(post(session, sidecar, body, **{"x-standin-fault": "delay=1.5"}))
     for _ in range(200):
-        if sidecar.state.ledger.inflight_requests:
+        if sidecar.app[LEDGER].inflight_requests:
             break
         await asyncio.sleep(0.01)
     status, _, _ = await post(session, sidecar, body)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.builtin_models import BUILTIN_MODELS
 from sidecar.errors import ConfigurationError
-from sidecar.kv_geometry import AttentionKind
-from sidecar.model_profiles import ProfileOverrides, builtin_model_names, load_profile
+from sidecar.profiles import ProfileOverrides, builtin_model_names, load_profile
+from sidecar.profiles.builtins import BUILTIN_MODELS
+from sidecar.profiles.kv_geometry import AttentionKind
 
 REQUIRED_BUILTINS = [
     "llava-hf/llava-1.5-7b-hf",

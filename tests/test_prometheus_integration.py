@@ -28,8 +28,9 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from dashboards import generate, rules
-from sidecar.model_profiles import load_profile
-from sidecar.server import RunningSidecar, running_sidecar
+from sidecar.profiles import load_profile
+from sidecar.serve.keys import LEDGER, METRICS
+from sidecar.serve.server import RunningSidecar, running_sidecar
 from sidecar.settings import Settings
 from sidecar.standin import StandinConfig, run_standin
 from tests.conftest import QWEN
@@ -181,7 +182,7 @@ async def run_workload(session: aiohttp.ClientSession, sidecar: RunningSidecar) 
             assert kv_bytes <= KV_BUDGET_BYTES < 2 * kv_bytes, (
                 "the budget no longer splits HD pairs"
             )
-    ledger = sidecar.state.ledger
+    ledger = sidecar.app[LEDGER]
     for holder, waiter in CONCURRENT:
         held = asyncio.create_task(_send(session, sidecar, holder))
         for _ in range(300):
@@ -354,7 +355,7 @@ async def harness(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Har
         await api.wait_until(
             "a scrape after the workload", scraped_after_workload, SCRAPE_DEADLINE_SECONDS
         )
-        variables = {"namespace": NAMESPACE, "pod": POD, "model": sidecar.state.metrics.model}
+        variables = {"namespace": NAMESPACE, "pod": POD, "model": sidecar.app[METRICS].model}
         yield Harness(api, sidecar, seen, variables)
 
 

@@ -17,6 +17,7 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
+from sidecar.serve.keys import BUDGETS, LEDGER
 from sidecar.standin import StandinServer
 from tests.conftest import SidecarFactory
 from tests.imaging import data_uri, jpeg_uri
@@ -114,7 +115,7 @@ async def test_proxy_caps_prompt_tokens_at_the_models_context_by_default(
 ) -> None:
     standin.set_cache_config(max_model_len=128_000)  # vLLM serving the model's full context
     sidecar = await make_sidecar()
-    assert sidecar.state.budgets.max_request_prompt_tokens == 128_000
+    assert sidecar.app[BUDGETS].current.max_request_prompt_tokens == 128_000
     fits = await post(session, sidecar, chat(text="x" * (3 * 127_984)))
     assert fits.status == 200, fits.body
     assert fits.prediction[1] == 128_000
@@ -329,7 +330,7 @@ SETTING_CASES = [
     pytest.param({"tensor_parallel_size": 2}, chat(*jpeg_parts((1920, 1080))),
                  expected([(1920, 1080)], bytes_per_token=BYTES_PER_TOKEN // 2),
                  id="tensor-parallel-size"),
-    pytest.param({"block_size": 32}, chat(*jpeg_parts((640, 480)), max_tokens=1),
+    pytest.param({"block_size_tokens": 32}, chat(*jpeg_parts((640, 480)), max_tokens=1),
                  expected([(640, 480)], output_tokens=1, block_size=32),
                  id="block-size"),
 ]  # fmt: skip
@@ -452,7 +453,7 @@ async def test_proxy_counts_but_never_queues_when_the_kv_budget_is_off(
 ) -> None:
     sidecar = await make_sidecar(kv_budget_bytes=0)
     held = [hold(session, sidecar, "delay=0.3") for _ in range(3)]
-    ledger = sidecar.state.ledger
+    ledger = sidecar.app[LEDGER]
     assert await eventually(lambda: ledger.inflight_requests == 3)
     assert (ledger.total_bytes, ledger.inflight_bytes, ledger.queue_depth) == (
         0, 3 * TEXT_ONLY_KV, 0,
@@ -467,7 +468,7 @@ async def test_proxy_queues_a_request_for_the_kv_budget_then_admits_it_as_wait(
 ) -> None:
     sidecar = await make_sidecar(kv_budget_bytes=TEXT_ONLY_KV, queue_timeout_seconds=5)
     first = hold(session, sidecar, "delay=0.4")
-    ledger = sidecar.state.ledger
+    ledger = sidecar.app[LEDGER]
     assert await eventually(lambda: ledger.inflight_requests == 1)
     with capture_logs() as logs:
         second = asyncio.create_task(post(session, sidecar, TEXT_ONLY))
@@ -489,7 +490,7 @@ async def test_proxy_answers_429_with_retry_after_when_the_budget_stays_full(
 ) -> None:
     sidecar = await make_sidecar(kv_budget_bytes=TEXT_ONLY_KV, queue_timeout_seconds=1)
     holder = hold(session, sidecar, "hang")
-    ledger = sidecar.state.ledger
+    ledger = sidecar.app[LEDGER]
     assert await eventually(lambda: ledger.inflight_requests == 1)
     started = time.perf_counter()
     reply = await post(session, sidecar, TEXT_ONLY)
@@ -529,7 +530,7 @@ async def test_proxy_answers_429_at_once_when_the_queue_is_at_max_queue_depth(
         kv_budget_bytes=TEXT_ONLY_KV, queue_timeout_seconds=30, max_queue_depth=1
     )
     holder = hold(session, sidecar, "hang")
-    ledger = sidecar.state.ledger
+    ledger = sidecar.app[LEDGER]
     assert await eventually(lambda: ledger.inflight_requests == 1)
     queued = asyncio.create_task(post(session, sidecar, TEXT_ONLY))
     assert await eventually(lambda: ledger.queue_depth == 1)
@@ -550,7 +551,7 @@ async def test_proxy_reports_the_queue_in_its_gauges(
 ) -> None:
     sidecar = await make_sidecar(kv_budget_bytes=TEXT_ONLY_KV, queue_timeout_seconds=30)
     holder = hold(session, sidecar, "hang")
-    ledger = sidecar.state.ledger
+    ledger = sidecar.app[LEDGER]
     assert await eventually(lambda: ledger.inflight_requests == 1)
     queued = asyncio.create_task(post(session, sidecar, TEXT_ONLY))
     assert await eventually(lambda: ledger.queue_depth == 1)

@@ -17,7 +17,8 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
-from sidecar.server import RunningSidecar
+from sidecar.serve.keys import LEDGER
+from sidecar.serve.server import RunningSidecar
 from sidecar.standin import StandinServer
 from sidecar.standin.replies import error_body
 from tests.conftest import SidecarFactory
@@ -96,7 +97,7 @@ async def test_ledger_gives_back_a_queued_place_at_once_when_its_client_leaves(
     make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
 ) -> None:
     sidecar = await make_sidecar(kv_budget_bytes=TEXT_ONLY_KV, queue_timeout_seconds=30)
-    ledger = sidecar.state.ledger
+    ledger = sidecar.app[LEDGER]
     holder = asyncio.create_task(post(session, sidecar, chat(max_tokens=64), headers=fault("hang")))
     assert await eventually(lambda: ledger.inflight_requests == 1)
     with capture_logs() as logs:
@@ -122,7 +123,7 @@ async def test_ledger_returns_to_zero_when_the_client_leaves_mid_stream(
         ) as response:
             assert response.status == 200
             await response.content.readany()
-            assert sidecar.state.ledger.inflight_requests == 1
+            assert sidecar.app[LEDGER].inflight_requests == 1
         assert await eventually(lambda: ledger_is_idle(sidecar))
         assert await eventually(lambda: len(finished(logs)) == 1)
     (line,) = finished(logs)

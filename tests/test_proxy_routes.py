@@ -21,8 +21,8 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from sidecar.app import make_remote_prober
-from sidecar.server import RunningSidecar, running_sidecar
+from sidecar.serve.app import make_remote_prober
+from sidecar.serve.server import RunningSidecar, running_sidecar
 from sidecar.settings import Settings
 from sidecar.standin import StandinServer
 from tests.conftest import QWEN, SidecarFactory

@@ -14,6 +14,7 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
+from sidecar.serve.keys import LEDGER
 from sidecar.standin import StandinServer
 from tests.conftest import SidecarFactory
 from tests.imaging import data_uri, jpeg_uri
@@ -95,7 +96,7 @@ async def test_shadow_never_queues_when_the_kv_budget_would_be_full(
     make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
 ) -> None:
     sidecar = await make_sidecar(mode="shadow", kv_budget_bytes=TEXT_ONLY_KV)
-    ledger = sidecar.state.ledger
+    ledger = sidecar.app[LEDGER]
     first = asyncio.create_task(
         post(session, sidecar, TEXT_ONLY, headers={"x-standin-fault": "delay=0.3"})
     )

@@ -25,6 +25,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 from structlog.testing import capture_logs
 
+from sidecar.serve.keys import DRAIN
 from sidecar.standin import StandinServer
 from tests.conftest import SidecarFactory
 from tests.imaging import jpeg_uri
@@ -402,7 +403,7 @@ async def test_proxy_drain_finishes_streams_in_flight_and_refuses_new_connection
     async with session.post(url_of(sidecar), json=body, headers=headers) as response:
         first = await response.content.readany()
         drain = asyncio.create_task(sidecar.drain_and_stop())
-        assert await eventually(lambda: sidecar.state.draining)
+        assert await eventually(lambda: sidecar.app[DRAIN].draining)
         assert await eventually_refused(sidecar.port)
         rest = await response.read()
     assert (first + rest).endswith(b"data: [DONE]\n\n")

@@ -8,9 +8,10 @@ from typing import Any
 import orjson
 import pytest
 
+from sidecar.cost.request_body import RequestBody, parse_request_body
 from sidecar.errors import InvalidRequestError
 from sidecar.images.refs import SUPPORTED_PART_TYPES, ImageRef, ImageSource
-from sidecar.request_body import RequestBody, Route, parse_request_body
+from sidecar.routes import Route
 
 PAYLOAD = base64.b64encode(bytes(range(256)) * 3).decode()  # holds "+" and "/"
 DATA_URI = f"data:image/png;base64,{PAYLOAD}"

@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar import request_body
-from sidecar.errors import InvalidRequestError
-from sidecar.images.refs import ImageSource
-from sidecar.request_body import (
+from sidecar.cost import request_body
+from sidecar.cost.request_body import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
-    Route,
     parse_request_body,
     splice,
 )
+from sidecar.errors import InvalidRequestError
+from sidecar.images.refs import ImageSource
+from sidecar.routes import Route
 
 PAYLOAD = base64.b64encode(bytes(range(256)) * 3).decode()  # holds "+" and "/"
 DATA_URI = f"data:image/png;base64,{PAYLOAD}"

@@ -17,12 +17,14 @@ from transformers import PreTrainedTokenizerFast
 from transformers.models.qwen2_5_vl.processing_qwen2_5_vl import Qwen2_5_VLProcessor
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-from sidecar.builtin_models import BUILTIN_MODELS
-from sidecar.model_profiles import load_profile
-from sidecar.pricing import Pricer
-from sidecar.request_body import Route, parse_request_body
+from sidecar.cost.pricer import Pricer
+from sidecar.cost.request_body import parse_request_body
+from sidecar.cost.text_tokens import PromptCounter
+from sidecar.profiles import load_profile
+from sidecar.profiles.builtins import BUILTIN_MODELS
+from sidecar.routes import Route
+from sidecar.serve.keys import PRICER
 from sidecar.settings import Settings
-from sidecar.text_tokens import PromptCounter
 from tests.conftest import QWEN, SidecarFactory
 from tests.imaging import chat_body, jpeg_uri
 from tests.model_dirs import QWEN2_VL_CHAT_TEMPLATE, write_config_files, write_qwen_tokenizer
@@ -151,7 +153,7 @@ async def test_sidecar_reports_exact_prompt_tokens_in_its_headers(
     make_sidecar: SidecarFactory, model_dir: Path, oracle: _ProcessorWithoutVideo
 ) -> None:
     sidecar = await make_sidecar(model=str(model_dir))
-    assert sidecar.state.pricer.prompt_counter is not None
+    assert sidecar.app[PRICER].prompt_counter is not None
     body = CASES["system-and-two-images"]
     async with aiohttp.ClientSession() as session:
         url = f"http://127.0.0.1:{sidecar.port}/v1/chat/completions"

@@ -6,7 +6,7 @@ import aiohttp
 import pytest
 from structlog.testing import capture_logs
 
-from sidecar.usage import Usage, UsageChunkStripper, UsageTap
+from sidecar.observe.usage import Usage, UsageChunkStripper, UsageTap
 from tests.conftest import SidecarFactory
 from tests.imaging import jpeg_uri
 

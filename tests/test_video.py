@@ -52,16 +52,18 @@ from pytest_aiohttp import AiohttpServer
 from transformers import PreTrainedTokenizerFast
 from transformers.video_utils import VideoMetadata
 
-from sidecar.app import make_remote_prober
-from sidecar.builtin_models import BUILTIN_MODELS
+from sidecar.cost.pricer import Pricer
+from sidecar.cost.request_body import parse_request_body
+from sidecar.cost.text_tokens import PromptCounter
 from sidecar.errors import TruncatedImageError, VideoError
-from sidecar.model_profiles import ProfileOverrides, load_profile
-from sidecar.pricing import Pricer
-from sidecar.request_body import Route, parse_request_body
-from sidecar.server import running_sidecar
+from sidecar.profiles import ProfileOverrides, load_profile
+from sidecar.profiles.builtins import BUILTIN_MODELS
+from sidecar.routes import Route
+from sidecar.serve.app import make_remote_prober
+from sidecar.serve.keys import METRICS
+from sidecar.serve.server import running_sidecar
 from sidecar.settings import Settings
 from sidecar.standin import StandinServer
-from sidecar.text_tokens import PromptCounter
 from sidecar.video.isobmff import IndexReach, display_rotation_degrees, index_reach
 from sidecar.video.probe import (
     VideoHeader,
@@ -699,7 +701,7 @@ async def test_sidecar_reports_an_inline_videos_exact_tokens(
     assert video["frames_sampled"] == 32
     assert (video["size"], video["format"], video["duration_seconds"]) == ("640x640", MP4, 16.0)
     registry: CollectorRegistry = sidecar.registry
-    labels = {"model": sidecar.state.metrics.model}
+    labels = {"model": sidecar.app[METRICS].model}
     assert registry.get_sample_value("vlm_sidecar_video_tokens_sum", labels) == 8_464
     assert registry.get_sample_value("vlm_sidecar_video_seconds_sum", labels) == 16.0
     counted = {**labels, "format": "mp4", "source": "data"}

@@ -37,9 +37,9 @@ from transformers.models.clip.image_processing_pil_clip import CLIPImageProcesso
 from transformers.models.llava.processing_llava import LlavaProcessor
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-from sidecar.builtin_models import BUILTIN_MODELS
 from sidecar.errors import UnsupportedImageSizeError
-from sidecar.model_profiles import ProfileOverrides, load_profile
+from sidecar.profiles import ProfileOverrides, load_profile
+from sidecar.profiles.builtins import BUILTIN_MODELS
 from sidecar.vision import VisionRule
 from tests.oracle_helpers import (
     ASPECT_LIMIT_EXTREMES,

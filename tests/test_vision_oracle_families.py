@@ -59,10 +59,10 @@ from transformers.models.mllama.image_processing_pil_mllama import (
 from transformers.models.mllama.processing_mllama import MllamaProcessor
 from transformers.models.pixtral import image_processing_pil_pixtral as pixtral_pil
 
-from sidecar.builtin_models import BUILTIN_MODELS
 from sidecar.errors import ConfigurationError, UnsupportedImageSizeError
-from sidecar.kv_geometry import AttentionKind
-from sidecar.model_profiles import load_profile, profile_from_configs
+from sidecar.profiles import load_profile, profile_from_configs
+from sidecar.profiles.builtins import BUILTIN_MODELS
+from sidecar.profiles.kv_geometry import AttentionKind
 from sidecar.vision import VisionRule
 from sidecar.vision.fixed import FixedTokensRule
 from sidecar.vision.glm4v import Glm4vSmartResizeRule

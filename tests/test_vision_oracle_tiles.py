@@ -72,10 +72,10 @@ from transformers.models.llava_onevision.processing_llava_onevision import Llava
 from transformers.models.smolvlm import processing_smolvlm
 from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImageProcessorPil
 
-from sidecar.builtin_models import BUILTIN_MODELS
 from sidecar.errors import UnsupportedImageSizeError
-from sidecar.kv_geometry import AttentionKind
-from sidecar.model_profiles import VISION_RULES, load_profile
+from sidecar.profiles import VISION_RULES, load_profile
+from sidecar.profiles.builtins import BUILTIN_MODELS
+from sidecar.profiles.kv_geometry import AttentionKind
 from sidecar.vision import VisionRule
 from sidecar.vision.anyres import AnyresRule, costliest_image
 from sidecar.vision.tiling import cap_pixels, fit_inside

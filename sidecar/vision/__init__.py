@@ -10,7 +10,7 @@ GLM resizes), ``tiling`` (downscale geometry and the ``TiledDownscale`` mixin), 
 
 Adding a family: write ``sidecar/vision/<family>.py`` with a rule class and a
 ``from_configs(config, preprocessor)`` constructor, register it in
-``sidecar.model_profiles``, and add its oracle family to a ``tests/test_vision_oracle*.py``
+``sidecar.profiles``, and add its oracle family to a ``tests/test_vision_oracle*.py``
 module (shared sampling and checks: ``tests/oracle_helpers.py``).
 """
 

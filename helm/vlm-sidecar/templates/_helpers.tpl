@@ -97,7 +97,7 @@ the rest is derived from the values vLLM is given too, so engine and sidecar can
 {{- $_ := set $env "SIDECAR_TENSOR_PARALLEL_SIZE" (toString (int .Values.vllm.tensorParallelSize)) }}
 {{- $_ := set $env "SIDECAR_KV_CACHE_DTYPE" .Values.vllm.kvCacheDtype }}
 {{- with .Values.vllm.blockSize }}
-{{- $_ := set $env "SIDECAR_BLOCK_SIZE" (toString (int .)) }}
+{{- $_ := set $env "SIDECAR_BLOCK_SIZE_TOKENS" (toString (int .)) }}
 {{- end }}
 {{- with .Values.images.maxPixels }}
 {{- $_ := set $env "SIDECAR_MAX_PIXELS" (toString (int64 .)) }}

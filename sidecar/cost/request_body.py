@@ -28,30 +28,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
 import orjson
 
-from sidecar.body_lift import lift_strings
-from sidecar.body_lift import splice as splice
+from sidecar.cost.body_lift import lift_strings
+from sidecar.cost.body_lift import splice as splice
 from sidecar.errors import InvalidRequestError
 from sidecar.images.refs import ImageRef, MediaItem, RefFinder
+from sidecar.routes import Route
 
 DEFAULT_MAX_PARTS = 10_000
 DEFAULT_MAX_DEPTH = 64
 MAX_INT64 = 2**63 - 1  # vLLM's engine carries counts as int64; more overflows our float metrics
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's CompletionRequest default when the field is absent
-
-
-class Route(StrEnum):
-    """The inspected POST routes."""
-
-    CHAT = "/v1/chat/completions"
-    COMPLETIONS = "/v1/completions"
-    RESPONSES = "/v1/responses"
-    MESSAGES = "/v1/messages"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,22 +21,23 @@ from dataclasses import dataclass, replace
 
 import orjson
 
-from sidecar.errors import ImageError, VideoError
-from sidecar.images.data_uri import split_data_uri, validate_base64
-from sidecar.images.probe import ImageHeader, probe_base64
-from sidecar.images.refs import ImageRef, ImageSource, MediaItem
-from sidecar.images.remote import RemoteImageFetchError, RemoteImageProber
-from sidecar.model_profiles import ModelProfile
-from sidecar.prediction import (
+from sidecar.cost.prediction import (
     ImageCost,
     RequestPrediction,
     VideoCost,
     estimate_text_tokens,
     predict_request,
 )
-from sidecar.request_body import RequestBody, Route
+from sidecar.cost.request_body import RequestBody
+from sidecar.cost.text_tokens import ChatTemplateError, PromptCounter
+from sidecar.errors import ImageError, VideoError
+from sidecar.images.data_uri import split_data_uri, validate_base64
+from sidecar.images.probe import ImageHeader, probe_base64
+from sidecar.images.refs import ImageRef, ImageSource, MediaItem
+from sidecar.images.remote import RemoteImageFetchError, RemoteImageProber
+from sidecar.profiles import ModelProfile
+from sidecar.routes import Route
 from sidecar.settings import RemoteImages, Settings
-from sidecar.text_tokens import ChatTemplateError, PromptCounter
 from sidecar.video import TextTokenCounter, VideoTokens
 from sidecar.video.probe import (
     VideoHeader,
@@ -49,11 +50,35 @@ from sidecar.video.qwen import QWEN_VIDEO_PLACEHOLDER_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
+class PricingPolicy:
+    """The operator's choices that change a price."""
+
+    remote_images: RemoteImages = RemoteImages.ASSUME_MAX
+    max_decode_pixels: int = 178_956_970
+    video_tokens_per_item: int = 16_384
+    audio_tokens_per_item: int = 1_500
+    default_output_tokens: int = 1024
+    text_chars_per_token: float = 3.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PricingPolicy:
+        """The policy the settings describe."""
+        return cls(
+            remote_images=settings.remote_images,
+            max_decode_pixels=settings.max_decode_pixels,
+            video_tokens_per_item=settings.video_tokens_per_item,
+            audio_tokens_per_item=settings.audio_tokens_per_item,
+            default_output_tokens=settings.default_output_tokens,
+            text_chars_per_token=settings.text_chars_per_token,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Pricer:
     """What pricing needs, built once at start-up."""
 
     profile: ModelProfile
-    settings: Settings
+    policy: PricingPolicy
     remote: RemoteImageProber | None
     prompt_counter: PromptCounter | None = None
 
@@ -63,7 +88,7 @@ class Pricer:
         fetches = {
             ref.index: asyncio.create_task(self._probe_url(ref, total))
             for ref in parsed.images
-            if ref.source is ImageSource.URL and self.settings.remote_images is RemoteImages.PROBE
+            if ref.source is ImageSource.URL and self.policy.remote_images is RemoteImages.PROBE
         }
         videos_in = [item for item in parsed.media if item.kind == "video"]
         reads = {
@@ -82,9 +107,9 @@ class Pricer:
                 if not task.cancel() and not task.cancelled():
                     task.exception()  # retrieved: asyncio must not log it as never retrieved
         audio_tokens = sum(
-            self.settings.audio_tokens_per_item for item in parsed.media if item.kind == "audio"
+            self.policy.audio_tokens_per_item for item in parsed.media if item.kind == "audio"
         )
-        output_tokens = parsed.max_output_tokens or self.settings.default_output_tokens
+        output_tokens = parsed.max_output_tokens or self.policy.default_output_tokens
         text_tokens, exact = self._text_tokens(parsed, images, videos)
         prediction = predict_request(
             images,
@@ -116,7 +141,7 @@ class Pricer:
                 parts = self.prompt_counter.openai_parts
                 placeholders = QWEN_VIDEO_PLACEHOLDER_TOKENS * len(videos) if parts else 0
                 return prompt - visual - placeholders, True
-        return estimate_text_tokens(parsed.text_chars, self.settings.text_chars_per_token), False
+        return estimate_text_tokens(parsed.text_chars, self.policy.text_chars_per_token), False
 
     async def _price_image(
         self,
@@ -129,7 +154,7 @@ class Pricer:
         if ref.source is ImageSource.DATA:
             header = self._probe_inline(ref, body, total)
         elif ref.source is ImageSource.URL:
-            if self.settings.remote_images is RemoteImages.REJECT:
+            if self.policy.remote_images is RemoteImages.REJECT:
                 raise ImageError(
                     f"image {ref.index + 1} of {total} is a URL; this server accepts inline "
                     f"(data: URI) images only (SIDECAR_REMOTE_IMAGES is reject)"
@@ -163,7 +188,7 @@ class Pricer:
         """Whether the sidecar reads this video's container to price it."""
         if self.profile.video is None:
             return False
-        probing = self.settings.remote_images is RemoteImages.PROBE and self.remote is not None
+        probing = self.policy.remote_images is RemoteImages.PROBE and self.remote is not None
         return item.source is ImageSource.DATA or (item.source is ImageSource.URL and probing)
 
     async def _read_video(
@@ -171,7 +196,7 @@ class Pricer:
     ) -> VideoHeader:
         """The container's metadata. For a URL, ``VideoPrefixUnreadable`` or a fetch error
         when a prefix cannot give it; VideoError for what is not a readable video."""
-        max_pixels = self.settings.max_decode_pixels
+        max_pixels = self.policy.max_decode_pixels
         try:
             if item.source is ImageSource.DATA:
                 media_type, payload = split_data_uri(_video_data_uri(item, body))
@@ -218,7 +243,7 @@ class Pricer:
     def _allowance(
         self, item: MediaItem, number: int, header: VideoHeader | None, reason: str
     ) -> VideoCost:
-        tokens = VideoTokens(self.settings.video_tokens_per_item, 0, 0, (0, 0, 0))
+        tokens = VideoTokens(self.policy.video_tokens_per_item, 0, 0, (0, 0, 0))
         return VideoCost(number, item.source.value, header, tokens, allowance_reason=reason)
 
     def _timestamp_counter(self) -> TextTokenCounter | None:
@@ -236,7 +261,7 @@ class Pricer:
         payload = ref.payload(body)
         try:
             validate_base64(payload)
-            return probe_base64(payload, max_image_pixels=self.settings.max_decode_pixels)
+            return probe_base64(payload, max_image_pixels=self.policy.max_decode_pixels)
         except ImageError as exc:
             raise exc.prefixed(f"image {ref.index + 1} of {total}") from None
 

@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from sidecar.kv_geometry import KvGeometry
+from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.video import VideoTokens
 from sidecar.video.probe import VideoHeader
 from sidecar.vision import ImageTokens

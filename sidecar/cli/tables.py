@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from sidecar.capacity_plan import Hardware, Plan
-from sidecar.model_profiles import ModelProfile
+from sidecar.cli.capacity import Hardware, Plan
+from sidecar.profiles import ModelProfile
 from sidecar.units import format_bytes
 
 

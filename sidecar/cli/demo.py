@@ -20,7 +20,7 @@ import aiohttp
 import orjson
 from PIL import Image
 
-from sidecar.server import running_sidecar
+from sidecar.serve.server import running_sidecar
 from sidecar.settings import Settings
 from sidecar.standin import StandinConfig, run_standin
 from sidecar.units import format_bytes

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from sidecar.kv_geometry import AttentionKind, LayerGroup
+from sidecar.profiles.kv_geometry import AttentionKind, LayerGroup
 
 _DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
 

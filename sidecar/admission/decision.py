@@ -1,5 +1,10 @@
 """The admission decision: ``Admit | Downscale | Wait | Reject``, as a pure function.
 
+Each verdict carries its ``Decision`` (the metric label and log value) and a ``Reason``.
+``REASON_DECISIONS`` says which decisions each reason can accompany, wherever the pair is
+made: here, in the ledger's and the saturation gate's waits, or in an error answer. The
+metrics create exactly those series up front.
+
 ``decide()`` checks a request's prediction against the operator's budgets in a fixed
 order (images per request, pixels and tokens per image, then the request's visual
 tokens, prompt tokens and KV bytes), then against the in-flight KV budget. When a budget
@@ -13,13 +18,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from http import HTTPStatus
+from typing import ClassVar
 
-from sidecar.budgets import Budgets
-from sidecar.downscale_plan import ImageResize, plan_downscale
-from sidecar.kv_geometry import KvGeometry
-from sidecar.prediction import RequestPrediction
+from sidecar.admission.budgets import Budgets
+from sidecar.admission.downscale import ImageResize, plan_downscale
+from sidecar.cost.prediction import RequestPrediction
+from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.units import format_bytes
 from sidecar.vision import VisionRule
+
+
+class Decision(StrEnum):
+    """What the sidecar did with a request."""
+
+    ADMIT = "admit"
+    DOWNSCALE = "downscale"
+    WAIT = "wait"
+    REJECT = "reject"
 
 
 class Reason(StrEnum):
@@ -45,12 +60,45 @@ class Reason(StrEnum):
     CLIENT_DISCONNECT = "client_disconnect"
 
 
+# The per-request budgets that downscaling can satisfy.
+DOWNSCALE_REASONS = frozenset(
+    {
+        Reason.MAX_IMAGE_PIXELS,
+        Reason.MAX_IMAGE_TOKENS,
+        Reason.MAX_REQUEST_VISUAL_TOKENS,
+        Reason.MAX_REQUEST_PROMPT_TOKENS,
+        Reason.MAX_REQUEST_KV_BYTES,
+    }
+)
+_REFUSED = frozenset({Decision.REJECT})
+REASON_DECISIONS: dict[Reason, frozenset[Decision]] = {
+    Reason.WITHIN_BUDGET: frozenset({Decision.ADMIT}),
+    **{reason: frozenset({Decision.DOWNSCALE, Decision.REJECT}) for reason in DOWNSCALE_REASONS},
+    Reason.MAX_IMAGES_PER_REQUEST: _REFUSED,
+    # The ledger queues (wait) and, after SIDECAR_QUEUE_TIMEOUT_SECONDS, refuses.
+    Reason.KV_BUDGET_FULL: frozenset({Decision.WAIT, Decision.REJECT}),
+    # The saturation gate holds (wait) and, after the queue timeout, refuses.
+    Reason.ENGINE_SATURATED: frozenset({Decision.WAIT, Decision.REJECT}),
+    Reason.LARGER_THAN_KV_BUDGET: _REFUSED,
+    Reason.QUEUE_TIMEOUT: _REFUSED,
+    Reason.QUEUE_FULL: _REFUSED,
+    Reason.INVALID_BODY: _REFUSED,
+    Reason.INVALID_IMAGE: _REFUSED,
+    Reason.REMOTE_IMAGE: _REFUSED,
+    Reason.BODY_TOO_LARGE: _REFUSED,
+    Reason.UPSTREAM_ERROR: _REFUSED,
+    # A client that leaves keeps the decision taken before it left.
+    Reason.CLIENT_DISCONNECT: frozenset(Decision),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Admit:
     """Forward as sent."""
 
     prediction: RequestPrediction
     reason: Reason = Reason.WITHIN_BUDGET
+    decision: ClassVar[Decision] = Decision.ADMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +110,7 @@ class Downscale:
     resizes: tuple[ImageResize, ...]
     processor_max_pixels: int | None
     reason: Reason
+    decision: ClassVar[Decision] = Decision.DOWNSCALE
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +119,7 @@ class Wait:
 
     prediction: RequestPrediction
     reason: Reason = Reason.KV_BUDGET_FULL
+    decision: ClassVar[Decision] = Decision.WAIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +131,10 @@ class Reject:
     message: str
     status: int = HTTPStatus.BAD_REQUEST
     retry_after_seconds: int | None = None
+    decision: ClassVar[Decision] = Decision.REJECT
 
 
-Decision = Admit | Downscale | Wait | Reject
+Verdict = Admit | Downscale | Wait | Reject
 
 
 def find_violation(prediction: RequestPrediction, budgets: Budgets) -> tuple[Reason, str] | None:
@@ -142,7 +193,7 @@ def decide(
     vision: VisionRule,
     kv: KvGeometry,
     inflight_kv_bytes: int = 0,
-) -> Decision:
+) -> Verdict:
     """Admit, downscale, wait or reject one request."""
     limit = budgets.max_images_per_request
     if limit is not None and len(prediction.images) > limit:
@@ -171,7 +222,7 @@ def decide(
 
 def _against_kv_budget(
     decision: Admit | Downscale, budgets: Budgets, inflight_kv_bytes: int
-) -> Decision:
+) -> Verdict:
     total = budgets.kv_budget_bytes
     kv_bytes = decision.prediction.kv_bytes
     if total <= 0:

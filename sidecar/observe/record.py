@@ -13,19 +13,23 @@ from typing import Any
 
 import structlog
 
-from sidecar.admission import Admit, Decision, Downscale, Reason, Reject, Wait
-from sidecar.metric_labels import image_format_label, video_format_label
-from sidecar.metrics import Metrics
-from sidecar.prediction import RequestPrediction
-from sidecar.upstream import RelayResult
-from sidecar.usage import Usage
+from sidecar.admission.decision import Decision, Downscale, Reason, Reject, Verdict
+from sidecar.cost.prediction import RequestPrediction
+from sidecar.observe.labels import image_format_label, video_format_label
+from sidecar.observe.metrics import Metrics
+from sidecar.observe.usage import Usage
+from sidecar.routes import Route
 
-ROUTE_LABELS = {
-    "/v1/chat/completions": "chat_completions",
-    "/v1/completions": "completions",
-    "/v1/responses": "responses",
-    "/v1/messages": "messages",
-}
+
+@dataclass(frozen=True, slots=True)
+class UpstreamOutcome:
+    """How vLLM's answer was relayed, for the log line and metrics."""
+
+    status: int
+    first_byte_seconds: float | None
+    bytes_relayed: int
+    completed: bool
+    error: str | None = None  # vLLM broke off mid-answer
 
 
 @dataclass(slots=True)
@@ -33,9 +37,9 @@ class RequestRecord:
     """The facts gathered about one request."""
 
     request_id: str
-    route: str
+    route: Route
     arrived_at: float = field(default_factory=time.perf_counter)
-    decision: str = "reject"
+    decision: Decision = Decision.REJECT
     reason: Reason = Reason.INVALID_BODY
     message: str | None = None
     status: int | None = None
@@ -44,32 +48,36 @@ class RequestRecord:
     waited_seconds: float = 0.0
     upstream_sent_at: float | None = None
     downscale_seconds: list[float] = field(default_factory=list)
-    relay: RelayResult | None = None
+    upstream: UpstreamOutcome | None = None
     usage: Usage | None = None
     upstream_error_kind: str | None = None
     shadow: bool = False
 
-    def apply(self, decision: Decision) -> None:
+    def apply(self, verdict: Verdict) -> None:
         """Remember the admission decision."""
-        self.prediction = decision.prediction
-        self.reason = decision.reason
-        match decision:
-            case Admit():
-                self.decision = "admit"
-            case Wait():
-                self.decision = "wait"
+        self.prediction = verdict.prediction
+        self.decision, self.reason = verdict.decision, verdict.reason
+        match verdict:
             case Downscale(original=original):
-                self.decision, self.original = "downscale", original
+                self.original = original
             case Reject(message=message, status=status):
-                self.decision, self.message, self.status = "reject", message, status
+                self.message, self.status = message, status
+            case _:
+                pass
+
+    def waited(self, reason: Reason) -> None:
+        """The request was held (ledger or saturation); an admitted one is now a wait."""
+        if self.decision is Decision.ADMIT:
+            self.decision, self.reason = Decision.WAIT, reason
 
     def reject(self, reason: Reason, message: str, status: int) -> None:
         """The request ends in an error answer."""
-        self.decision, self.reason, self.message, self.status = "reject", reason, message, status
+        self.decision, self.reason = Decision.REJECT, reason
+        self.message, self.status = message, status
 
     def response_headers(self) -> dict[str, str]:
         """The ``x-vlm-sidecar-*`` headers for the client."""
-        headers = {"x-request-id": self.request_id, "x-vlm-sidecar-decision": self.decision}
+        headers = {"x-request-id": self.request_id, "x-vlm-sidecar-decision": self.decision.value}
         if self.shadow:
             headers["x-vlm-sidecar-mode"] = "shadow"
         forwarded = self.forwarded  # in shadow mode: the request as sent, never the downscale
@@ -87,7 +95,7 @@ class RequestRecord:
     def finish(self, metrics: Metrics, logger: Any) -> None:
         """Record metrics and emit the request's one log line."""
         now = time.perf_counter()
-        series = metrics.for_route(self.route)
+        series = metrics.for_route(self.route.label)
         series.request(self.decision, self.reason).inc()
         priced = self.original or self.prediction
         if priced is not None:
@@ -115,8 +123,8 @@ class RequestRecord:
         if self.upstream_sent_at is not None:
             overhead = self.upstream_sent_at - self.arrived_at - self.waited_seconds
             series.overhead_seconds.observe(max(0.0, overhead))
-        if self.relay is not None and self.relay.first_byte_seconds is not None:
-            series.upstream_first_byte_seconds.observe(self.relay.first_byte_seconds)
+        if self.upstream is not None and self.upstream.first_byte_seconds is not None:
+            series.upstream_first_byte_seconds.observe(self.upstream.first_byte_seconds)
         series.request_duration_seconds.observe(now - self.arrived_at)
         if self.upstream_error_kind is not None:
             metrics.upstream_error_counter(self.upstream_error_kind).inc()
@@ -137,8 +145,8 @@ class RequestRecord:
     def _log_fields(self, now: float) -> dict[str, Any]:
         fields: dict[str, Any] = {
             "request_id": self.request_id,
-            "route": self.route,
-            "decision": self.decision,
+            "route": self.route.label,
+            "decision": self.decision.value,
             "reason": self.reason.value,
             "duration_seconds": round(now - self.arrived_at, 6),
             "wait_seconds": round(self.waited_seconds, 6),
@@ -147,28 +155,31 @@ class RequestRecord:
             fields["message"] = self.message
         if self.status is not None:
             fields["status"] = self.status
-        if self.prediction is not None:
-            fields["predicted_prompt_tokens"] = self.prediction.prompt_tokens
-            fields["predicted_visual_tokens"] = self.prediction.visual_tokens
-            fields["predicted_kv_bytes"] = self.prediction.kv_bytes
-            fields["images"] = _image_fields(self.prediction)
-            if self.prediction.videos:
-                fields["videos"] = _video_fields(self.prediction)
-            if self.original is not None:
-                fields["images_before_downscale"] = _image_fields(self.original)
-        if self.relay is not None:
-            fields["upstream_status"] = self.relay.status
-            fields["upstream_completed"] = self.relay.completed
-            fields["upstream_bytes"] = self.relay.bytes_relayed
-            if self.relay.error:
-                fields["upstream_error"] = self.relay.error
+        forwarded = self.forwarded
+        if forwarded is not None:
+            # The request as vLLM got it: the same figures as the headers and the metrics.
+            fields["predicted_prompt_tokens"] = forwarded.prompt_tokens
+            fields["predicted_visual_tokens"] = forwarded.visual_tokens
+            fields["predicted_kv_bytes"] = forwarded.kv_bytes
+            fields["images"] = _image_fields(forwarded)
+            if forwarded.videos:
+                fields["videos"] = _video_fields(forwarded)
+            if self.original is not None and self.prediction is not None:
+                if self.shadow:  # what enforce mode would have sent instead
+                    fields["images_if_downscaled"] = _image_fields(self.prediction)
+                else:
+                    fields["images_before_downscale"] = _image_fields(self.original)
+        if self.upstream is not None:
+            fields["upstream_status"] = self.upstream.status
+            fields["upstream_completed"] = self.upstream.completed
+            fields["upstream_bytes"] = self.upstream.bytes_relayed
+            if self.upstream.error:
+                fields["upstream_error"] = self.upstream.error
         if self.usage is not None:
             fields["observed_prompt_tokens"] = self.usage.prompt_tokens
-            if self.prediction is not None:
-                fields["prompt_tokens_error"] = (
-                    self.usage.prompt_tokens - self.prediction.prompt_tokens
-                )
-                split = prediction_error_split(self.usage, self.prediction)
+            if forwarded is not None:
+                fields["prompt_tokens_error"] = self.usage.prompt_tokens - forwarded.prompt_tokens
+                split = prediction_error_split(self.usage, forwarded)
                 if split is not None:
                     fields["image_tokens_error"], fields["text_tokens_error"] = split
         if self.shadow:

@@ -16,14 +16,14 @@ from typing import TextIO
 import orjson
 from pydantic import ValidationError
 
-from sidecar.capacity_plan import DEFAULT_CAPPED_MAX_PIXELS, Hardware, Workload, make_plan
-from sidecar.cli_tables import print_plan, print_tokens_table
-from sidecar.demo import run_demo
+from sidecar.cli.capacity import DEFAULT_CAPPED_MAX_PIXELS, Hardware, Workload, make_plan
+from sidecar.cli.demo import run_demo
+from sidecar.cli.tables import print_plan, print_tokens_table
 from sidecar.errors import ConfigurationError, ImageError
 from sidecar.images.probe import probe_path
-from sidecar.log import configure_logging
-from sidecar.model_profiles import ModelProfile, ProfileOverrides, load_profile
-from sidecar.server import event_loop_runner, serve_until_signalled
+from sidecar.observe.log import configure_logging
+from sidecar.profiles import ModelProfile, ProfileOverrides, load_profile
+from sidecar.serve.server import event_loop_runner, serve_until_signalled
 from sidecar.settings import Settings
 from sidecar.units import format_bytes
 
@@ -186,7 +186,7 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
     """Run the proxy until SIGTERM, or print its effective settings."""
     settings = load_settings()
     if args.print_config:
-        profile = load_profile(settings.model, settings.profile_overrides())
+        profile = load_profile(settings.model, ProfileOverrides.from_settings(settings))
         effective = settings.model_dump(mode="json")
         out.write(orjson.dumps(effective, option=orjson.OPT_INDENT_2).decode() + "\n")
         out.write(f"# model profile: {profile.name} ({profile.vision.describe()}); ")

@@ -7,6 +7,7 @@ client as soon as it arrives, so streaming adds no time to first token.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -16,6 +17,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from sidecar.errors import UpstreamError, UpstreamTimeoutError
+from sidecar.observe.record import UpstreamOutcome
 
 # RFC 9110 section 7.6.1, plus the framing headers aiohttp recomputes for us.
 HOP_BY_HOP_HEADERS = frozenset(
@@ -51,15 +53,56 @@ class ChunkFilter(Protocol):
         ...
 
 
-@dataclass(slots=True)
-class RelayResult:
-    """How the relay ended, for the log line and metrics."""
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """One request to send to vLLM, and how to relay its answer."""
 
-    status: int = 0
-    first_byte_seconds: float | None = None
-    bytes_relayed: int = 0
-    completed: bool = False
-    error: str | None = None
+    url: str
+    body: bytes | AsyncIterator[bytes] | None
+    headers: CIMultiDict[str]
+    response_headers: Mapping[str, str]
+    observe: ChunkObserver | None = None  # sees each chunk as vLLM sent it
+    chunk_filter: ChunkFilter | None = None  # rewrites what the client gets
+    anthropic: bool = False  # a broken stream ends with Anthropic's error event
+
+
+@dataclass(frozen=True, slots=True)
+class Relayed:
+    """The answer sent to the client, and how relaying it went."""
+
+    response: web.StreamResponse
+    outcome: UpstreamOutcome
+
+
+class Upstream:
+    """vLLM's base URL and the one pooled keep-alive session to it (open while serving)."""
+
+    def __init__(
+        self, base_url: str, *, connect_timeout_seconds: float, read_timeout_seconds: float
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._timeouts = (connect_timeout_seconds, read_timeout_seconds)
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The shared session; RuntimeError outside start-up and shutdown."""
+        if self._session is None:
+            raise RuntimeError("the upstream session is not open")
+        return self._session
+
+    def url(self, path_qs: str) -> str:
+        """vLLM's URL for the same path and query."""
+        return self.base_url + path_qs
+
+    def open(self) -> None:
+        """Open the session (inside the running event loop)."""
+        self._session = make_session(*self._timeouts)
+
+    async def close(self) -> None:
+        """Close the session and its connections."""
+        if self._session is not None:
+            await self._session.close()
 
 
 def forwardable_headers(
@@ -91,57 +134,65 @@ def make_session(
     )
 
 
-async def forward_and_relay(
-    request: web.Request,
-    session: aiohttp.ClientSession,
-    url: str,
-    *,
-    body: bytes | AsyncIterator[bytes] | None,
-    request_headers: CIMultiDict[str],
-    response_headers: Mapping[str, str],
-    result: RelayResult,
-    on_chunk: ChunkObserver | None = None,
-    chunk_filter: ChunkFilter | None = None,
-    clock: Callable[[], float],
-    sent_at: float,
-    anthropic: bool = False,
-) -> web.StreamResponse:
+async def relay(request: web.Request, session: aiohttp.ClientSession, forward: Forward) -> Relayed:
     """Send to vLLM and stream its answer back; raises UpstreamError before the first byte."""
-    data: bytes | AsyncIterator[bytes | memoryview] | None = body
-    if isinstance(body, bytes) and len(body) > COALESCE_LIMIT_BYTES:
-        request_headers["Content-Length"] = str(len(body))
-        data = _in_two_writes(body)
+    headers = forward.headers
+    data: bytes | AsyncIterator[bytes | memoryview] | AsyncIterator[bytes] | None = forward.body
+    if isinstance(forward.body, bytes) and len(forward.body) > COALESCE_LIMIT_BYTES:
+        headers = CIMultiDict(headers)
+        headers["Content-Length"] = str(len(forward.body))
+        data = _in_two_writes(forward.body)
+    sent_at = time.perf_counter()
     try:
         upstream = await session.request(
-            request.method, url, data=data, headers=request_headers, allow_redirects=False
+            request.method, forward.url, data=data, headers=headers, allow_redirects=False
         )
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
         raise UpstreamTimeoutError(f"vLLM did not answer in time: {exc!s}") from exc
     except aiohttp.ClientError as exc:
         raise UpstreamError(f"vLLM is unreachable: {exc!s}") from exc
     async with upstream:
-        result.status = upstream.status
         response = web.StreamResponse(
             status=upstream.status,
             reason=upstream.reason,
-            headers=forwardable_headers(upstream.headers, response_headers),
+            headers=forwardable_headers(upstream.headers, forward.response_headers),
         )
         if (
             upstream.content_length is not None
-            and chunk_filter is None
+            and forward.chunk_filter is None
             and "chunked" not in upstream.headers.get("Transfer-Encoding", "")
         ):
             response.content_length = upstream.content_length
+        progress = _Progress(sent_at)
+        error: str | None = None
         try:
-            await _relay_body(
-                request, upstream, response, result, on_chunk, chunk_filter, clock, sent_at
-            )
+            await _relay_body(request, upstream, response, forward, progress)
         except ConnectionResetError:
             raise  # writing to the client failed: the client left, vLLM is not at fault
         except (aiohttp.ClientError, TimeoutError) as exc:
-            result.error = f"{type(exc).__name__}: {exc!s}"
-            await _end_broken_stream(request, response, upstream, anthropic=anthropic)
-    return response
+            error = f"{type(exc).__name__}: {exc!s}"
+            await _end_broken_stream(request, response, upstream, anthropic=forward.anthropic)
+    outcome = UpstreamOutcome(
+        status=upstream.status,
+        first_byte_seconds=progress.first_byte_seconds,
+        bytes_relayed=progress.bytes_relayed,
+        completed=progress.completed,
+        error=error,
+    )
+    return Relayed(response, outcome)
+
+
+@dataclass(slots=True)
+class _Progress:
+    """How far one relay got; private to it, read once at its end."""
+
+    sent_at: float
+    first_byte_seconds: float | None = None
+    bytes_relayed: int = 0
+    completed: bool = False
+
+    def first_byte(self) -> None:
+        self.first_byte_seconds = time.perf_counter() - self.sent_at
 
 
 async def _in_two_writes(body: bytes) -> AsyncIterator[bytes | memoryview]:
@@ -159,31 +210,27 @@ async def _relay_body(
     request: web.Request,
     upstream: aiohttp.ClientResponse,
     response: web.StreamResponse,
-    result: RelayResult,
-    on_chunk: ChunkObserver | None,
-    chunk_filter: ChunkFilter | None,
-    clock: Callable[[], float],
-    sent_at: float,
+    forward: Forward,
+    progress: _Progress,
 ) -> None:
-    prepared = False
+    observe, chunk_filter = forward.observe, forward.chunk_filter
     async for chunk in upstream.content.iter_any():
-        if not prepared:
-            result.first_byte_seconds = clock() - sent_at
+        if not response.prepared:
+            progress.first_byte()
             await response.prepare(request)
-            prepared = True
-        if on_chunk is not None:
-            on_chunk(chunk)
+        if observe is not None:
+            observe(chunk)
         if chunk_filter is not None:
             chunk = chunk_filter.feed(chunk)
         await response.write(chunk)
-        result.bytes_relayed += len(chunk)
-    if not prepared:
-        result.first_byte_seconds = clock() - sent_at
+        progress.bytes_relayed += len(chunk)
+    if not response.prepared:
+        progress.first_byte()
         await response.prepare(request)
     if chunk_filter is not None:
         await response.write(chunk_filter.flush())
     await response.write_eof()
-    result.completed = True
+    progress.completed = True
 
 
 # What vLLM itself sends when a stream fails after its 200: an error event, then the end.

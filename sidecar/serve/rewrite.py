@@ -14,12 +14,12 @@ from concurrent.futures import Executor
 
 import orjson
 
-from sidecar.admission import Downscale
-from sidecar.body_lift import splice
+from sidecar.admission.decision import Downscale
+from sidecar.cost.body_lift import splice
+from sidecar.cost.request_body import RequestBody
 from sidecar.errors import NotBase64Error
-from sidecar.images.downscale import DownscaledImage, downscale_image
 from sidecar.images.refs import ImageRef
-from sidecar.request_body import RequestBody
+from sidecar.images.resize import DownscaledImage, downscale_image
 
 
 async def apply_downscale(

@@ -1,7 +1,8 @@
 """The label vocabularies and bucket ladders of the sidecar's metrics.
 
-Labels are bounded: ``route`` (four inspected routes), ``decision`` and ``reason``
-(closed sets from ``admission``, paired in ``VALID_OUTCOMES``), ``format``/``source`` for
+Labels are bounded: ``route`` (the inspected routes of ``sidecar.routes``), ``decision`` and
+``reason`` (closed sets from ``admission``, paired as ``REASON_DECISIONS`` allows, in
+``VALID_OUTCOMES``), ``format``/``source`` for
 images and videos and ``kind`` for upstream errors. A value outside a vocabulary maps to
 ``other`` (or ``unknown`` when it was never read), never to a new series.
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sidecar.admission import Reason
+from sidecar.admission.decision import REASON_DECISIONS, Decision, Reason
 
 Buckets = Sequence[float]
 
@@ -42,8 +43,6 @@ ERROR_TOKEN_BUCKETS = tuple(
     sorted({-float(2**i) for i in range(13)} | {0.0} | {float(2**i) for i in range(13)})
 )
 
-ROUTES = ("chat_completions", "completions", "responses", "messages")
-DECISIONS = ("admit", "downscale", "wait", "reject")
 IMAGE_FORMATS = ("jpeg", "png", "webp", "gif", "bmp", "tiff", "avif", "heif", "other", "unknown")
 IMAGE_SOURCES = ("data", "url", "cached")
 # Container families by FFmpeg demuxer; "unknown": never read, priced at the allowance.
@@ -64,20 +63,11 @@ BUDGET_NAMES = (
     "max_request_kv_bytes",
 )
 
-_DOWNSCALE_REASONS = (
-    Reason.MAX_IMAGE_PIXELS,
-    Reason.MAX_IMAGE_TOKENS,
-    Reason.MAX_REQUEST_VISUAL_TOKENS,
-    Reason.MAX_REQUEST_PROMPT_TOKENS,
-    Reason.MAX_REQUEST_KV_BYTES,
-)
-VALID_OUTCOMES: tuple[tuple[str, Reason], ...] = (
-    ("admit", Reason.WITHIN_BUDGET),
-    ("wait", Reason.KV_BUDGET_FULL),
-    *(("downscale", reason) for reason in _DOWNSCALE_REASONS),
-    *(("reject", reason) for reason in Reason if reason is not Reason.WITHIN_BUDGET),
-    # A client that leaves after the decision keeps it and changes only the reason.
-    *((decision, Reason.CLIENT_DISCONNECT) for decision in ("admit", "downscale", "wait")),
+VALID_OUTCOMES: tuple[tuple[Decision, Reason], ...] = tuple(
+    (decision, reason)
+    for reason, decisions in REASON_DECISIONS.items()
+    for decision in Decision
+    if decision in decisions
 )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from sidecar.errors import ConfigurationError
-from sidecar.model_profiles import ModelProfile
+from sidecar.profiles import ModelProfile
 
 GIB = 2**30
 # The Qwen model card's recommended upper bound, 1280 * 28 * 28: the brief's "capped" case.

@@ -17,10 +17,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sidecar.builtin_models import BUILTIN_MODELS
 from sidecar.errors import ConfigurationError
-from sidecar.kv_geometry import KvGeometry
-from sidecar.model_config import read_text_model, text_config, validated_context_tokens
+from sidecar.profiles.builtins import BUILTIN_MODELS
+from sidecar.profiles.kv_geometry import KvGeometry
+from sidecar.profiles.model_config import read_text_model, text_config, validated_context_tokens
+from sidecar.settings import Settings
 from sidecar.video import VideoRule
 from sidecar.video.qwen import QwenVideoRule
 from sidecar.vision import VisionRule
@@ -94,6 +95,17 @@ class ProfileOverrides:
     kv_cache_dtype: str = "auto"
     tensor_parallel_size: int = 1
     block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ProfileOverrides:
+        """The deployment's flags as the sidecar's settings give them."""
+        return cls(
+            min_pixels=settings.min_pixels,
+            max_pixels=settings.max_pixels,
+            kv_cache_dtype=settings.kv_cache_dtype,
+            tensor_parallel_size=settings.tensor_parallel_size,
+            block_size_tokens=settings.block_size_tokens,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,18 +15,19 @@ from dataclasses import dataclass
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from sidecar.allocator import tune_allocator
-from sidecar.app import make_app, make_metrics_app
 from sidecar.images.remote import RemoteImageProber
+from sidecar.serve.allocator import tune_allocator
+from sidecar.serve.app import make_app, make_metrics_app
+from sidecar.serve.keys import DRAIN, LOGGER, PROFILE
 from sidecar.settings import Settings
-from sidecar.state import STATE, SidecarState
 
 
 @dataclass(slots=True)
 class RunningSidecar:
-    """A started sidecar: its state, its metrics registry and the ports it listens on."""
+    """A started sidecar: its traffic app (collaborators under ``serve.keys``), its metrics
+    registry and the ports it listens on."""
 
-    state: SidecarState
+    app: web.Application
     registry: CollectorRegistry
     port: int
     metrics_port: int
@@ -37,7 +38,7 @@ class RunningSidecar:
         """Refuse new work, let in-flight responses finish, then stop; a second call (the
         context manager's exit after an explicit drain) waits for the first."""
         if self._stopped is None:
-            self.state.draining = True
+            self.app[DRAIN].draining = True
             self._stopped = asyncio.ensure_future(self._cleanup())
         await asyncio.shield(self._stopped)
 
@@ -81,7 +82,7 @@ async def running_sidecar(
     await traffic_site.start()
     await metrics_site.start()
     sidecar = RunningSidecar(
-        app[STATE], registry, _bound_port(traffic), _bound_port(metrics), (traffic, metrics)
+        app, registry, _bound_port(traffic), _bound_port(metrics), (traffic, metrics)
     )
     try:
         yield sidecar
@@ -116,17 +117,17 @@ async def serve_until_signalled(settings: Settings) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     async with running_sidecar(settings) as sidecar:
-        sidecar.state.logger.info(
+        sidecar.app[LOGGER].info(
             "sidecar.started",
             port=sidecar.port,
             metrics_port=sidecar.metrics_port,
             upstream=str(settings.upstream_url),
-            model=sidecar.state.profile.name,
+            model=sidecar.app[PROFILE].name,
             mode=settings.mode.value,
             malloc_tuned=tuned,
         )
         await stop.wait()
-        sidecar.state.logger.info("sidecar.draining", drain_seconds=settings.drain_seconds)
+        sidecar.app[LOGGER].info("sidecar.draining", drain_seconds=settings.drain_seconds)
 
 
 def event_loop_runner() -> asyncio.Runner:

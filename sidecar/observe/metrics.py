@@ -16,32 +16,31 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
-from sidecar.admission import Reason
-from sidecar.budgets import Budgets
-from sidecar.discovery import EngineFacts
-from sidecar.metric_labels import (
+from sidecar.admission.budgets import Budgets
+from sidecar.admission.decision import Decision, Reason
+from sidecar.admission.ledger import KvLedger
+from sidecar.engine import EngineFacts
+from sidecar.observe.labels import (
     BUDGET_NAMES,
     ERROR_TOKEN_BUCKETS,
+    IMAGE_FORMATS,
     IMAGE_SOURCES,
     IMAGES_BUCKETS,
+    KV_BYTES_BUCKETS,
     OVERHEAD_SECONDS_BUCKETS,
+    PIXEL_BUCKETS,
     PREFIX,
+    TOKEN_BUCKETS,
     UPSTREAM_ERROR_KINDS,
     UPSTREAM_SECONDS_BUCKETS,
+    VALID_OUTCOMES,
     VIDEO_FORMATS,
     VIDEO_SECONDS_BUCKETS,
     Buckets,
 )
-
-# Re-exported: callers and tests read the label vocabularies through this module too.
-from sidecar.metric_labels import IMAGE_FORMATS as IMAGE_FORMATS
-from sidecar.metric_labels import KV_BYTES_BUCKETS as KV_BYTES_BUCKETS
-from sidecar.metric_labels import PIXEL_BUCKETS as PIXEL_BUCKETS
-from sidecar.metric_labels import ROUTES as ROUTES
-from sidecar.metric_labels import TOKEN_BUCKETS as TOKEN_BUCKETS
-from sidecar.metric_labels import VALID_OUTCOMES as VALID_OUTCOMES
-from sidecar.metric_labels import image_format_label as image_format_label
-from sidecar.metric_labels import video_format_label as video_format_label
+from sidecar.profiles import ModelProfile
+from sidecar.routes import ROUTE_LABELS
+from sidecar.settings import Mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +64,9 @@ class RouteSeries:
     upstream_first_byte_seconds: Histogram
     request_duration_seconds: Histogram
 
-    def request(self, decision: str, reason: Reason) -> Counter:
+    def request(self, decision: Decision, reason: Reason) -> Counter:
         """The ``requests_total`` child for one outcome."""
-        key = (decision, reason.value)
+        key = (decision.value, reason.value)
         child = self.requests.get(key)
         if child is None:
             child = self.requests[key] = self.requests_family.labels(self.model, self.route, *key)
@@ -258,7 +257,7 @@ class Metrics:
             "engine_saturated", "1 while new requests are held because vLLM is saturated."
         )
 
-        self._routes = {name: self._route_series(name) for name in ROUTES}
+        self._routes = {name: self._route_series(name) for name in ROUTE_LABELS}
         self._images = {
             (image_format, source): self.images.labels(model, image_format, source)
             for image_format in IMAGE_FORMATS
@@ -296,7 +295,7 @@ class Metrics:
             route=route,
             requests_family=self.requests,
             requests={
-                (decision, reason.value): self.requests.labels(model, route, decision, reason)
+                (decision.value, reason.value): self.requests.labels(model, route, decision, reason)
                 for decision, reason in VALID_OUTCOMES
             },
             visual_tokens=self.request_visual_tokens.labels(model, route),
@@ -344,6 +343,29 @@ class Metrics:
         if child is None:
             child = self._upstream_errors[kind] = self.upstream_errors.labels(self.model, kind)
         return child
+
+    def watch_ledger(self, ledger: KvLedger) -> None:
+        """Export the ledger's live state: the gauges read it at scrape time."""
+        model = self.model
+        self.inflight_requests.labels(model).set_function(lambda: ledger.inflight_requests)
+        self.inflight_kv_bytes.labels(model).set_function(lambda: ledger.inflight_bytes)
+        self.queue_depth.labels(model).set_function(lambda: ledger.queue_depth)
+
+    def describe_profile(self, profile: ModelProfile, mode: Mode, *, exact_text: bool) -> None:
+        """Export the model profile in force and the figures it implies."""
+        model = self.model
+        self.profile_kv_bytes_per_token.labels(model).set(profile.kv.bytes_per_token)
+        self.profile_max_image_tokens.labels(model).set(profile.vision.max_image_tokens().tokens)
+        self.profile.info(
+            {
+                "model": model,
+                "family": profile.vision.family,
+                "source": profile.source,
+                "vision_rule": profile.vision.describe(),
+                "text_tokens": "exact" if exact_text else "estimate",
+                "mode": mode.value,
+            }
+        )
 
     def watch_budgets(
         self, budgets: Callable[[], Budgets], *, queue_timeout_seconds: float, max_queue_depth: int

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sidecar.budgets import Budgets
+from sidecar.admission.budgets import Budgets
+from sidecar.cost.prediction import ImageCost, RequestPrediction, with_kv_bytes
 from sidecar.errors import UnsupportedImageSizeError
-from sidecar.kv_geometry import KvGeometry
-from sidecar.prediction import ImageCost, RequestPrediction, with_kv_bytes
+from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.search import largest_that_fits
 from sidecar.vision import VisionRule
 

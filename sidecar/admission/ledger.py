@@ -1,4 +1,4 @@
-"""The in-flight ledger: predicted KV bytes of requests that vLLM is serving right now.
+"""The in-flight KV ledger: predicted KV bytes of requests that vLLM is serving right now.
 
 A request reserves its predicted ``kv_bytes`` before it is forwarded and gives them back when
 its response ends, however it ends. Reservations that do not fit wait in one FIFO queue.
@@ -42,10 +42,10 @@ class _Waiter:
 class Reservation:
     """Granted KV bytes, held until ``release()``; ``waited_seconds`` is the queue wait."""
 
-    __slots__ = ("_budget", "_released", "kv_bytes", "waited_seconds")
+    __slots__ = ("_ledger", "_released", "kv_bytes", "waited_seconds")
 
-    def __init__(self, budget: KvBudget, kv_bytes: int, waited_seconds: float) -> None:
-        self._budget = budget
+    def __init__(self, ledger: KvLedger, kv_bytes: int, waited_seconds: float) -> None:
+        self._ledger = ledger
         self._released = False
         self.kv_bytes = kv_bytes
         self.waited_seconds = waited_seconds
@@ -58,10 +58,10 @@ class Reservation:
         """Give the bytes back and wake waiters that now fit; later calls do nothing."""
         if not self._released:
             self._released = True
-            self._budget._release(self.kv_bytes)
+            self._ledger._release(self.kv_bytes)
 
 
-class KvBudget:
+class KvLedger:
     """FIFO admission of KV bytes under ``total_bytes`` (0: unlimited, only counted)."""
 
     def __init__(self, total_bytes: int, *, max_queue_depth: int | None = None) -> None:

@@ -1,4 +1,5 @@
-"""Learn the engine's real limits from vLLM itself, at start-up and periodically.
+"""Learn the engine's real limits from vLLM itself, at start-up and periodically, and
+what they change in the budgets.
 
 - ``GET /v1/models`` gives ``max_model_len``: the default prompt budget.
 - ``GET /metrics`` gives ``vllm:cache_config_info``: ``num_gpu_blocks x block_size`` is the
@@ -7,8 +8,17 @@
   and ``vllm:num_requests_waiting``.
 
 The engine may not be up when the sidecar starts (vLLM loads weights for minutes): the
-poller retries with exponential backoff and never fails the sidecar. Parsing is pure;
-``EngineWatcher`` is the thin async loop that applies what it read.
+poller retries with exponential backoff and never fails the sidecar. Parsing and
+``budgets_after`` are pure; ``EngineWatcher`` is the thin async loop that reads, and the
+serving shell applies what it read.
+
+Policy (documented in README, "Closing the loop"):
+
+- ``SIDECAR_KV_BUDGET_BYTES=auto[:FRACTION]``: the in-flight budget becomes
+  ``num_gpu_blocks x block_size x KV bytes per token x FRACTION``, re-read every poll, so
+  a restarted engine with a new pool size is followed. Until the first read it is off.
+- ``SIDECAR_MAX_REQUEST_PROMPT_TOKENS`` unset: the prompt budget is vLLM's
+  ``max_model_len`` once read (the model's position limit before that).
 """
 
 from __future__ import annotations
@@ -16,11 +26,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
+
+from sidecar.admission.budgets import Budgets
+from sidecar.errors import ConfigurationError
+from sidecar.profiles import ModelProfile, kv_cache_dtype_bytes
 
 FIRST_RETRY_SECONDS = 0.5
 READ_TIMEOUT_SECONDS = 5.0
@@ -160,3 +174,34 @@ class EngineWatcher:
             self.rounds += 1
             self._on_facts(facts)
             await asyncio.sleep(self._interval_seconds)
+
+
+def budgets_after(
+    budgets: Budgets,
+    facts: EngineFacts,
+    *,
+    auto_kv_fraction: float | None,
+    kv_bytes_per_token: int,
+    prompt_budget_from_engine: bool,
+) -> Budgets:
+    """The budgets once ``facts`` are applied: the ``auto`` KV budget from vLLM's pool, and
+    the prompt budget from its ``max_model_len`` when the operator set none."""
+    capacity = facts.kv_capacity_tokens
+    if auto_kv_fraction is not None and capacity is not None:
+        budgets = replace(
+            budgets, kv_budget_bytes=int(capacity * kv_bytes_per_token * auto_kv_fraction)
+        )
+    if prompt_budget_from_engine and facts.max_model_len is not None:
+        budgets = replace(budgets, max_request_prompt_tokens=facts.max_model_len)
+    return budgets
+
+
+def cache_dtype_differs(facts: EngineFacts, profile: ModelProfile) -> bool:
+    """Whether vLLM reports a KV cache element size other than the profile's."""
+    if facts.cache_dtype is None:
+        return False
+    try:
+        engine_bytes = kv_cache_dtype_bytes(facts.cache_dtype, profile.model_dtype_bytes)
+    except ConfigurationError:
+        return False  # a dtype the sidecar does not know: nothing to compare
+    return engine_bytes != profile.kv.dtype_bytes

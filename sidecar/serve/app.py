@@ -1,0 +1,267 @@
+"""Build the sidecar: the traffic application, the metrics application, and what they share.
+
+``make_app`` is the only constructor; nothing is global. It stores each collaborator under
+its own key (``keys``). The traffic app inspects the inference routes and passes every
+other method and path through unchanged. The metrics app (its own port, so scrapes never
+queue behind traffic) serves ``/metrics``, ``/healthz`` (the process is up) and ``/readyz``
+(vLLM answers its ``/health``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from sidecar.admission.budgets import Budgets, BudgetsInForce
+from sidecar.admission.ledger import KvLedger
+from sidecar.admission.saturation import SaturationGate
+from sidecar.cost.pricer import Pricer, PricingPolicy
+from sidecar.cost.text_tokens import PromptCounter
+from sidecar.engine import EngineFacts, EngineWatcher, budgets_after, cache_dtype_differs
+from sidecar.errors import UpstreamError
+from sidecar.images.addresses import IPAddress, is_public_address
+from sidecar.images.remote import RemoteImagePolicy, RemoteImageProber
+from sidecar.images.resolver import Resolver
+from sidecar.observe.log import get_logger
+from sidecar.observe.metrics import Metrics
+from sidecar.profiles import ModelProfile, ProfileOverrides, load_profile
+from sidecar.routes import Route
+from sidecar.serve.keys import (
+    BUDGETS,
+    DRAIN,
+    ENGINE,
+    LEDGER,
+    LOGGER,
+    METRICS,
+    PRICER,
+    PROFILE,
+    RESIZE_POOL,
+    SATURATION,
+    SETTINGS,
+    UPSTREAM,
+    Drain,
+    EngineView,
+)
+from sidecar.serve.proxy import handle_inspected
+from sidecar.serve.relay import Forward, Upstream, forwardable_headers, relay, stream_request_body
+from sidecar.serve.responses import response_for_error
+from sidecar.settings import Mode, RemoteImages, Settings
+
+READINESS_TIMEOUT_SECONDS = 2.0
+
+
+def model_label(settings: Settings, profile: ModelProfile) -> str:
+    """The ``model`` label: the built-in id, or the model directory's name."""
+    return profile.name if profile.source == "builtin" else Path(settings.model).name
+
+
+def make_remote_prober(
+    settings: Settings,
+    *,
+    resolver: Resolver | None = None,
+    address_allowed: Callable[[IPAddress], bool] = is_public_address,
+) -> RemoteImageProber | None:
+    """The URL header prober when ``SIDECAR_REMOTE_IMAGES=probe``, else None.
+
+    ``resolver`` and ``address_allowed`` are for tests, which reach a loopback image server
+    through made-up host names; production uses the system resolver and public addresses only.
+    """
+    if settings.remote_images is not RemoteImages.PROBE:
+        return None
+    policy = RemoteImagePolicy(
+        allowed_domains=tuple(settings.remote_image_allowed_domains),
+        max_bytes=int(settings.remote_image_max_bytes),
+        timeout_seconds=settings.remote_image_timeout_seconds,
+        max_image_pixels=settings.max_decode_pixels,
+    )
+    return RemoteImageProber(policy, resolver=resolver, address_allowed=address_allowed)
+
+
+def make_app(
+    settings: Settings,
+    *,
+    registry: CollectorRegistry | None = None,
+    profile: ModelProfile | None = None,
+    remote_prober: RemoteImageProber | None = None,
+) -> web.Application:
+    """The traffic application, with metrics on ``registry``; ``remote_prober`` replaces the
+    one built from settings (tests inject one with a stub resolver)."""
+    profile = profile or load_profile(settings.model, ProfileOverrides.from_settings(settings))
+    metrics = Metrics(registry or CollectorRegistry(), model=model_label(settings, profile))
+    budgets = BudgetsInForce(Budgets.from_settings(settings, profile))
+    shadow = settings.mode is Mode.SHADOW
+    ledger = KvLedger(
+        0 if shadow else budgets.current.kv_budget_bytes, max_queue_depth=settings.max_queue_depth
+    )
+    pricer = Pricer(
+        profile,
+        PricingPolicy.from_settings(settings),
+        remote_prober or make_remote_prober(settings),
+        _prompt_counter(settings, profile),
+    )
+    saturation = SaturationGate(settings.saturation_kv_usage, settings.saturation_waiting_requests)
+    engine = EngineView()
+
+    # The inspected routes read and bound the body themselves; pass-through streams it.
+    app = web.Application(client_max_size=int(settings.max_body_bytes))
+    app[SETTINGS] = settings
+    app[PROFILE] = profile
+    app[BUDGETS] = budgets
+    app[LEDGER] = ledger
+    app[SATURATION] = saturation
+    app[PRICER] = pricer
+    app[METRICS] = metrics
+    app[LOGGER] = get_logger()
+    app[UPSTREAM] = Upstream(
+        str(settings.upstream_url),
+        connect_timeout_seconds=settings.upstream_connect_timeout_seconds,
+        read_timeout_seconds=settings.upstream_read_timeout_seconds,
+    )
+    app[RESIZE_POOL] = ThreadPoolExecutor(settings.downscale_workers, thread_name_prefix="resize")
+    app[ENGINE] = engine
+    app[DRAIN] = Drain()
+
+    metrics.watch_ledger(ledger)
+    metrics.watch_engine(lambda: engine.facts, lambda: saturation.saturated)
+    metrics.watch_budgets(
+        lambda: budgets.current,
+        queue_timeout_seconds=settings.queue_timeout_seconds,
+        max_queue_depth=settings.max_queue_depth,
+    )
+    metrics.describe_profile(profile, settings.mode, exact_text=pricer.prompt_counter is not None)
+
+    app.cleanup_ctx.append(_upstream_session)
+    app.cleanup_ctx.append(_engine_watcher)
+    for route in Route:
+        app.router.add_post(route.path, handle_inspected)
+    app.router.add_route("*", "/{tail:.*}", handle_passthrough)
+    return app
+
+
+def _prompt_counter(settings: Settings, profile: ModelProfile) -> PromptCounter | None:
+    if not settings.exact_text_tokens or profile.source == "builtin":
+        return None
+    return PromptCounter.from_model_dir(Path(profile.source), profile.model_type)
+
+
+async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
+    app[UPSTREAM].open()
+    yield
+    await app[UPSTREAM].close()
+    remote = app[PRICER].remote
+    if remote is not None:
+        await remote.close()
+    app[RESIZE_POOL].shutdown(wait=False, cancel_futures=True)
+
+
+async def _engine_watcher(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS]
+    if settings.engine_poll_seconds <= 0:
+        yield
+        return
+    logger = app[LOGGER]
+
+    def failed(error: str) -> None:
+        logger.debug("engine.unreachable", error=error)
+
+    upstream = app[UPSTREAM]
+    watcher = EngineWatcher(
+        upstream.session,
+        upstream.base_url,
+        interval_seconds=settings.engine_poll_seconds,
+        on_facts=lambda facts: apply_engine_facts(app, facts),
+        on_failure=failed,
+    )
+    watcher.start()
+    yield
+    await watcher.stop()
+
+
+def apply_engine_facts(app: web.Application, facts: EngineFacts) -> None:
+    """Update the budgets, the ledger and the saturation gate from one round of discovery."""
+    settings, profile, logger = app[SETTINGS], app[PROFILE], app[LOGGER]
+    app[ENGINE].facts = facts
+    if cache_dtype_differs(facts, profile):
+        logger.warning(
+            "engine.kv_cache_dtype_differs",
+            engine_cache_dtype=facts.cache_dtype,
+            sidecar_dtype_bytes=profile.kv.dtype_bytes,
+            hint="set SIDECAR_KV_CACHE_DTYPE to match vLLM's --kv-cache-dtype",
+        )
+    shadow = settings.mode is Mode.SHADOW
+    budgets = app[BUDGETS]
+    updated = budgets_after(
+        budgets.current,
+        facts,
+        auto_kv_fraction=None if shadow else settings.kv_budget_auto_fraction(),
+        kv_bytes_per_token=profile.kv.bytes_per_token,
+        prompt_budget_from_engine=settings.max_request_prompt_tokens is None,
+    )
+    ledger = app[LEDGER]
+    if not shadow and updated.kv_budget_bytes != ledger.total_bytes:
+        ledger.set_total_bytes(updated.kv_budget_bytes)
+        logger.info(
+            "engine.kv_budget",
+            kv_budget_bytes=updated.kv_budget_bytes,
+            kv_tokens=facts.kv_capacity_tokens,
+        )
+    budgets.current = updated
+    app[SATURATION].update(facts.kv_cache_usage_perc, facts.num_requests_waiting)
+
+
+async def handle_passthrough(request: web.Request) -> web.StreamResponse:
+    """Any other method and path: forwarded and relayed unchanged."""
+    upstream = request.app[UPSTREAM]
+    extra = {}
+    if request.content_length is not None:
+        extra["Content-Length"] = str(request.content_length)
+    forward = Forward(
+        url=upstream.url(request.path_qs),
+        body=stream_request_body(request) if request.body_exists else None,
+        headers=forwardable_headers(request.headers, extra),
+        response_headers={},
+    )
+    try:
+        return (await relay(request, upstream.session, forward)).response
+    except UpstreamError as exc:
+        return response_for_error(exc, anthropic=False)
+
+
+def make_metrics_app(traffic: web.Application, registry: CollectorRegistry) -> web.Application:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on the metrics port."""
+    upstream, drain = traffic[UPSTREAM], traffic[DRAIN]
+
+    async def metrics(_: web.Request) -> web.Response:
+        response = web.Response(body=generate_latest(registry))
+        response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+        response.charset = "utf-8"
+        return response
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(_: web.Request) -> web.Response:
+        if drain.draining:
+            return web.json_response({"status": "draining"}, status=503)
+        try:
+            async with upstream.session.get(
+                upstream.url("/health"),
+                timeout=aiohttp.ClientTimeout(total=READINESS_TIMEOUT_SECONDS),
+            ) as answer:
+                ready = answer.status == 200
+                detail = f"vLLM /health answered {answer.status}"
+        except (aiohttp.ClientError, TimeoutError, RuntimeError) as exc:
+            ready, detail = False, f"vLLM /health failed: {type(exc).__name__}"
+        status = "ready" if ready else "not ready"
+        return web.json_response({"status": status, "detail": detail}, status=200 if ready else 503)
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app

@@ -1,0 +1,51 @@
+"""The collaborators one sidecar shares between requests, each under its own typed key.
+
+``make_app`` builds every one of them once and stores it on the traffic application;
+handlers read only the keys they need. Nothing here is global.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import structlog
+from aiohttp import web
+
+from sidecar.admission.budgets import BudgetsInForce
+from sidecar.admission.ledger import KvLedger
+from sidecar.admission.saturation import SaturationGate
+from sidecar.cost.pricer import Pricer
+from sidecar.engine import EngineFacts
+from sidecar.observe.metrics import Metrics
+from sidecar.profiles import ModelProfile
+from sidecar.serve.relay import Upstream
+from sidecar.settings import Settings
+
+
+@dataclass(slots=True)
+class EngineView:
+    """What vLLM last reported about itself; None until it has been read."""
+
+    facts: EngineFacts | None = None
+
+
+@dataclass(slots=True)
+class Drain:
+    """Set on SIGTERM: readiness fails while in-flight responses finish."""
+
+    draining: bool = False
+
+
+SETTINGS = web.AppKey("settings", Settings)
+PROFILE = web.AppKey("profile", ModelProfile)
+BUDGETS = web.AppKey("budgets", BudgetsInForce)
+LEDGER = web.AppKey("ledger", KvLedger)
+SATURATION = web.AppKey("saturation", SaturationGate)
+PRICER = web.AppKey("pricer", Pricer)
+METRICS = web.AppKey("metrics", Metrics)
+LOGGER = web.AppKey("logger", structlog.typing.FilteringBoundLogger)
+UPSTREAM = web.AppKey("upstream", Upstream)
+RESIZE_POOL = web.AppKey("resize_pool", ThreadPoolExecutor)
+ENGINE = web.AppKey("engine", EngineView)
+DRAIN = web.AppKey("drain", Drain)

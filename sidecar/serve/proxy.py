@@ -1,0 +1,248 @@
+"""One inspected request through the whole pipeline.
+
+read the body (bounded) -> parse -> price images -> decide -> (downscale) -> reserve KV
+-> forward and relay -> release. Every ending, including a client that disconnects or a
+vLLM that fails, releases the reservation exactly once and records one log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from aiohttp import web
+
+from sidecar.admission.decision import Downscale, Reason, Reject, decide
+from sidecar.admission.ledger import Reservation
+from sidecar.cost.request_body import RequestBody, parse_request_body
+from sidecar.errors import (
+    BodyTooLargeError,
+    EngineSaturatedError,
+    ImageError,
+    InvalidRequestError,
+    LargerThanBudgetError,
+    OverloadedError,
+    QueueFullError,
+    RequestTimeoutError,
+    SidecarError,
+    UpstreamError,
+    UpstreamTimeoutError,
+)
+from sidecar.observe.record import RequestRecord, bind_request
+from sidecar.observe.usage import UsageChunkStripper, UsageTap
+from sidecar.routes import ROUTES_BY_PATH, Route
+from sidecar.serve.keys import (
+    BUDGETS,
+    LEDGER,
+    LOGGER,
+    METRICS,
+    PRICER,
+    PROFILE,
+    RESIZE_POOL,
+    SATURATION,
+    SETTINGS,
+    UPSTREAM,
+)
+from sidecar.serve.relay import Forward, forwardable_headers, relay
+from sidecar.serve.responses import error_response, response_for_error
+from sidecar.serve.rewrite import apply_downscale, with_stream_usage
+from sidecar.settings import Mode, Settings
+
+
+async def handle_inspected(request: web.Request) -> web.StreamResponse:
+    """POST to an inspected route."""
+    app = request.app
+    route = ROUTES_BY_PATH[request.path]
+    request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+    bind_request(request_id)
+    record = RequestRecord(request_id, route, shadow=app[SETTINGS].mode is Mode.SHADOW)
+    try:
+        return await _serve(request, route, record)
+    except SidecarError as exc:
+        record.reject(reason_for(exc), exc.message, exc.status)
+        return response_for_error(exc, anthropic=route.anthropic, headers=record.response_headers())
+    except asyncio.CancelledError:
+        record.reason = Reason.CLIENT_DISCONNECT
+        raise
+    except ConnectionResetError:
+        record.reason = Reason.CLIENT_DISCONNECT
+        return web.Response()  # never sent: the client is gone (raising would log a 500)
+    finally:
+        record.finish(app[METRICS], app[LOGGER])
+
+
+async def _serve(request: web.Request, route: Route, record: RequestRecord) -> web.StreamResponse:
+    app = request.app
+    settings, ledger = app[SETTINGS], app[LEDGER]
+    shadow = record.shadow
+    body = await read_body(request, settings)
+    try:
+        parsed = parse_request_body(body, route)
+        prediction = await app[PRICER].price(parsed, body)
+    except InvalidRequestError as exc:
+        if not shadow:
+            raise
+        # Shadow mode never answers for vLLM: what the sidecar cannot read goes through as sent.
+        record.reject(reason_for(exc), exc.message, exc.status)
+        async with ledger.reserve(0, settings.queue_timeout_seconds):
+            return await _forward(request, body, None, record, hide_usage=False)
+    profile = app[PROFILE]
+    verdict = decide(
+        prediction,
+        app[BUDGETS].current,
+        vision=profile.vision,
+        kv=profile.kv,
+        inflight_kv_bytes=ledger.inflight_bytes,
+    )
+    record.apply(verdict)
+    if not shadow:
+        if isinstance(verdict, Reject):
+            return error_response(
+                verdict.status,
+                verdict.message,
+                param=None,
+                anthropic=route.anthropic,
+                retry_after_seconds=verdict.retry_after_seconds,
+                headers=record.response_headers(),
+            )
+        if isinstance(verdict, Downscale):
+            body = await apply_downscale(
+                body,
+                parsed,
+                verdict,
+                executor=app[RESIZE_POOL],
+                max_decode_pixels=settings.max_decode_pixels,
+                jpeg_quality=settings.downscale_jpeg_quality,
+                durations_seconds=record.downscale_seconds,
+            )
+    hide_usage = (
+        settings.force_stream_usage
+        and not shadow
+        and parsed.stream
+        and not parsed.include_usage
+        and route in (Route.CHAT, Route.COMPLETIONS)
+    )
+    if hide_usage:
+        body = with_stream_usage(body)
+    forwarded = record.forwarded
+    kv_bytes = forwarded.kv_bytes if forwarded is not None else 0
+    saturation = app[SATURATION]
+    if not shadow and saturation.saturated:
+        started = time.perf_counter()
+        try:
+            await saturation.wait(settings.queue_timeout_seconds)
+        finally:
+            record.waited_seconds += time.perf_counter() - started
+        record.waited(Reason.ENGINE_SATURATED)
+    reservation = await _reserve(request.app, settings, kv_bytes, record)
+    try:
+        return await _forward(request, body, parsed, record, hide_usage=hide_usage)
+    finally:
+        reservation.release()
+
+
+async def read_body(request: web.Request, settings: Settings) -> bytes:
+    """The whole body, refused with 413 as soon as it passes the limit."""
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise InvalidRequestError(
+            f"request bodies must be sent uncompressed, not with Content-Encoding {encoding!r}"
+        )
+    limit = int(settings.max_body_bytes)
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise BodyTooLargeError(
+            f"request body of {declared:,} bytes exceeds SIDECAR_MAX_BODY_BYTES ({limit:,})"
+        )
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(settings.client_read_timeout_seconds):
+            async for chunk in request.content.iter_any():
+                size += len(chunk)
+                if size > limit:
+                    raise BodyTooLargeError(
+                        f"request body exceeds SIDECAR_MAX_BODY_BYTES ({limit:,} bytes)"
+                    )
+                chunks.append(chunk)
+    except TimeoutError:
+        raise RequestTimeoutError(
+            f"request body not received within {settings.client_read_timeout_seconds:g} s "
+            "(SIDECAR_CLIENT_READ_TIMEOUT_SECONDS)"
+        ) from None
+    return b"".join(chunks)
+
+
+async def _reserve(
+    app: web.Application, settings: Settings, kv_bytes: int, record: RequestRecord
+) -> Reservation:
+    started = time.perf_counter()
+    try:
+        reservation = await app[LEDGER].acquire(
+            kv_bytes, timeout_seconds=settings.queue_timeout_seconds
+        )
+    finally:
+        record.waited_seconds += time.perf_counter() - started
+    if reservation.waited_seconds > 0:
+        metrics = app[METRICS]
+        metrics.queue_wait_seconds_child.observe(reservation.waited_seconds)
+        record.waited(Reason.KV_BUDGET_FULL)
+    return reservation
+
+
+async def _forward(
+    request: web.Request,
+    body: bytes,
+    parsed: RequestBody | None,
+    record: RequestRecord,
+    *,
+    hide_usage: bool,
+) -> web.StreamResponse:
+    upstream = request.app[UPSTREAM]
+    tap = UsageTap(streaming=parsed is not None and parsed.stream)
+    forward = Forward(
+        url=upstream.url(request.path_qs),
+        body=body,
+        headers=forwardable_headers(request.headers, {"x-request-id": record.request_id}),
+        response_headers=record.response_headers(),
+        observe=None if hide_usage else tap.feed,
+        chunk_filter=UsageChunkStripper(tap) if hide_usage else None,
+        anthropic=record.route.anthropic,
+    )
+    record.upstream_sent_at = time.perf_counter()
+    try:
+        relayed = await relay(request, upstream.session, forward)
+    except UpstreamError as exc:
+        record.upstream_error_kind = (
+            "timeout" if isinstance(exc, UpstreamTimeoutError) else "connect"
+        )
+        raise
+    outcome = record.upstream = relayed.outcome
+    if outcome.error is not None:
+        record.upstream_error_kind = "reset"
+    elif outcome.status >= 500:
+        record.upstream_error_kind = "status_5xx"
+    record.usage = tap.usage
+    return relayed.response
+
+
+def reason_for(exc: SidecarError) -> Reason:
+    """The ``reason`` label of a request that ends in ``exc``."""
+    match exc:
+        case BodyTooLargeError():
+            return Reason.BODY_TOO_LARGE
+        case EngineSaturatedError():
+            return Reason.ENGINE_SATURATED
+        case QueueFullError():
+            return Reason.QUEUE_FULL
+        case LargerThanBudgetError():
+            return Reason.LARGER_THAN_KV_BUDGET
+        case OverloadedError():
+            return Reason.QUEUE_TIMEOUT
+        case UpstreamError():
+            return Reason.UPSTREAM_ERROR
+        case ImageError():
+            return Reason.INVALID_IMAGE
+        case _:
+            return Reason.INVALID_BODY

@@ -1,25 +1,27 @@
 """vlm-sidecar: image-aware admission in front of vLLM, and a Prometheus exporter.
 
-The pipeline, in the order a request flows through it:
+The folders are the pipeline, in the order a request flows through it; a module imports
+only from its own stage or an earlier one (``tests/unit/test_layout.py`` keeps it so):
 
-1. ``request_body`` / ``body_lift`` / ``images.refs``   find every image and video in the body
-2. ``images.probe`` / ``images.headers`` / ``video``   size from the header bytes only
-                                                       (``images.remote``: guarded URL probes)
-3. ``vision`` / ``model_profiles`` / ``model_config``  tokens per image for the served model
-4. ``text_tokens`` / ``pricing`` / ``prediction``      prompt tokens of the whole request
-   ``kv_geometry``                                     and its KV bytes, in whole blocks
-5. ``admission`` / ``downscale_plan`` / ``kv_budget``  admit, downscale, wait or reject
-6. ``rewrite`` / ``images.downscale``                  smaller images spliced into the body
-7. ``proxy`` / ``upstream`` / ``usage``                stream to vLLM and back, read usage
-8. ``metrics`` / ``request_record`` / ``log``          histograms, decisions, one log line
+0. ``settings`` ``errors`` ``units`` ``search`` ``routes``  shared leaves: every ``SIDECAR_*``
+   variable, the failure tree, formatting, the route table
+1. ``images/`` ``vision/`` ``video/``  size from header bytes only; tokens per image or video
+   for each model family (``images.remote``: guarded URL probes; ``images.resize``: pixels)
+2. ``profiles/``   the served model: vision rule, video rule and KV geometry, from a
+   built-in name or a model directory
+3. ``cost/``       one request's price: the body's fields and media, exact or estimated
+   text tokens, prompt tokens and KV bytes in whole blocks
+4. ``admission/``  admit, downscale, wait or reject: the pure decision, the budgets, the
+   downscale plan, the in-flight KV ledger and the saturation gate
+5. ``engine``      what vLLM reports about itself, and what it changes in the budgets
+6. ``observe/``    metrics, their labels, the request record and its one log line, usage
+7. ``serve/``      the thin async shell: app and keys, server and drain, the proxy handler,
+   the upstream relay, body rewriting, error answers
+8. ``cli/``        the commands: serve, tokens, plan (the capacity worksheet), demo
+   ``standin/``    a stand-in for vLLM's HTTP API, for tests and the demo
 
-Around it: ``settings`` (every ``SIDECAR_*`` variable), ``app`` / ``state`` / ``server``
-(construction, the two listeners, the drain), ``discovery`` / ``closed_loop`` (what vLLM
-reports about itself), ``errors`` / ``error_responses`` (failures as HTTP answers),
-``capacity_plan`` and ``cli`` (the commands), ``standin`` and ``demo`` (a stand-in for vLLM).
-
-The core (1-5, minus the ledger) is pure and synchronous; only the proxy, the upstream
-client, the ledger, discovery and URL fetching do I/O.
+Stages 1-4 are pure and synchronous except the ledger, the saturation gate and URL probes;
+only ``serve``, ``engine``'s watcher and URL fetching do network I/O.
 """
 
 __version__ = "0.1.0"

@@ -1,6 +1,8 @@
 """Every failure the sidecar reports, and how each becomes an HTTP answer.
 
-The hierarchy::
+Two roots: ``SidecarError`` is one request's failure and always becomes an HTTP answer
+(``serve.responses`` maps it); ``ConfigurationError`` stops start-up and never reaches a
+client. The hierarchy::
 
     SidecarError                      carries status, error type, param
     ├── InvalidRequestError           400  the client's body is wrong
@@ -11,17 +13,17 @@ The hierarchy::
     │   │   ├── EmptyImageError              the header claims a zero width or height
     │   │   ├── ImageTooLargeError           the header claims more pixels than allowed
     │   │   └── UnsupportedImageSizeError    the model's processor refuses the size
-    │   ├── VideoError                400  one video cannot be read, or its processor refuses it
-    │   └── BudgetExceededError       400  a per-request budget is exceeded
+    │   └── VideoError                400  one video cannot be read, or its processor refuses it
     ├── RequestTimeoutError           408  the body did not arrive in time
     ├── BodyTooLargeError             413
     ├── OverloadedError               429  the in-flight budget stayed full
     │   ├── QueueFullError            429  SIDECAR_MAX_QUEUE_DEPTH requests already wait
     │   ├── LargerThanBudgetError     429  one request exceeds the whole in-flight budget
     │   └── EngineSaturatedError      429  vLLM reported saturation throughout
-    ├── UpstreamError                 502
-    │   └── UpstreamTimeoutError      504
-    └── ConfigurationError            (start-up only; never an HTTP answer)
+    └── UpstreamError                 502
+        └── UpstreamTimeoutError      504
+
+    ConfigurationError                a setting or model profile is invalid (start-up only)
 
 Statuses other than 400 use the HTTP phrase as ``type``, as vLLM's ``GracefulHTTPError`` does.
 Outcomes that are not failures (admit, downscale, wait) are values, see ``admission``.
@@ -95,10 +97,6 @@ class VideoError(InvalidRequestError):
 
     def __init__(self, message: str, *, param: str | None = "video_url") -> None:
         super().__init__(message, param=param)
-
-
-class BudgetExceededError(InvalidRequestError):
-    """The predicted cost exceeds a per-request budget."""
 
 
 class RequestTimeoutError(SidecarError):

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/pip --disable-pip-version-check --quiet
 
-.PHONY: run test lint typecheck check bench fuzz soak clean tools
+.PHONY: run test test-unit lint typecheck check bench fuzz soak clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ run: $(STAMP)
 
 test: $(STAMP) tools $(PROMETHEUS_STAMP)
 	$(BIN)/pytest -q
+
+# The fast tier: tests/unit, one file per module of sidecar/ (seconds, no tools needed).
+test-unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check sidecar tests bench dashboards deploy fuzz

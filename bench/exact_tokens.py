@@ -18,8 +18,8 @@ from typing import Any
 from sidecar.cost.text_tokens import PromptCounter
 from sidecar.vision import ImageTokens
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: see tests/
-from tests.model_dirs import write_config_files, write_qwen_tokenizer
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: tests/support
+from tests.support.model_dirs import write_config_files, write_qwen_tokenizer
 
 QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
 SENTENCE = "Describe what you see in the picture, then list every object and its colour. "

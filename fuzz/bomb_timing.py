@@ -2,8 +2,8 @@
 
 ``python -m fuzz.bomb_timing`` prints one line per bomb: median and 99th-percentile time of
 ``probe_data_uri`` over the bomb carrying 8 MiB of junk after its end (a slice of bytes, as the
-proxy passes it), and the ``tracemalloc`` peak of one call. ``tests/test_bombs.py`` asserts the
-bounds; this prints the real figures for ``docs/reliability.md``.
+proxy passes it), and the ``tracemalloc`` peak of one call. ``tests/unit/images/test_probe.py``
+asserts the bounds; this prints the real figures for ``docs/reliability.md``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ that anything which trusted the header and allocated a pixel buffer would try to
 gigabytes. ``padded`` appends junk after the image's end, so that a probe that decoded the
 whole base64 payload (instead of its first kilobytes) would show it in time and memory.
 
-Used by ``tests/test_bombs.py``, ``fuzz/bomb_timing.py`` and as atheris seeds.
+Used by the bomb tests (``tests/support/bombs.py``), ``fuzz/bomb_timing.py`` and as atheris seeds.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``make fuzz``: every fuzzer at scale, then one summary; exits 1 when anything failed.
 
-1. Hypothesis: ``tests/test_fuzz_*.py`` with ``FUZZ_EXAMPLES`` cases per test (body parser and
+1. Hypothesis: ``tests/fuzz/test_*.py`` with ``FUZZ_EXAMPLES`` cases per test (body parser and
    image references, header probe, downscaler, and the whole HTTP path of a live sidecar).
    Cases are counted from Hypothesis's own statistics.
 2. Atheris (coverage-guided, ``fuzz.targets``): the body parser, the probe and the downscaler,
@@ -32,9 +32,9 @@ from fuzz.images import BOMBS, seeds
 
 ROOT = Path(__file__).resolve().parent.parent
 HYPOTHESIS_FILES = (
-    "tests/test_fuzz_body.py",
-    "tests/test_fuzz_images.py",
-    "tests/test_fuzz_http.py",
+    "tests/fuzz/test_body.py",
+    "tests/fuzz/test_images.py",
+    "tests/fuzz/test_http.py",
 )
 STATISTICS = re.compile(r"(\d+) passing, (\d+) failing, and (\d+) invalid")
 ATHERIS_DONE = re.compile(r"Done (\d+) runs in (\d+) second")

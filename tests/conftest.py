@@ -1,9 +1,15 @@
-"""Shared fixtures: a stand-in for vLLM and a sidecar in front of it, all on 127.0.0.1."""
+"""Shared fixtures: a stand-in for vLLM and a sidecar in front of it, all on 127.0.0.1.
+
+Every test is also marked with its tier, the folder it lives in (``unit``, ``e2e``, ``oracle``,
+``fuzz``, ``deploy``), so ``-m`` can pick tiers as well as paths: ``pytest tests/unit`` or
+``pytest -m unit`` is the fast tier.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -14,10 +20,18 @@ from prometheus_client import CollectorRegistry
 from sidecar.serve.server import RunningSidecar, running_sidecar
 from sidecar.settings import Settings
 from sidecar.standin import StandinConfig, StandinServer, run_standin
+from tests.support.sidecars import QWEN, SidecarFactory
 
-QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
+TESTS = Path(__file__).resolve().parent
+TIERS = ("unit", "e2e", "oracle", "fuzz", "deploy")
 
-SidecarFactory = Callable[..., Awaitable[RunningSidecar]]
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its tier: the first folder under ``tests/``."""
+    for item in items:
+        path = item.path.resolve()
+        if path.is_relative_to(TESTS) and (folder := path.relative_to(TESTS).parts[0]) in TIERS:
+            item.add_marker(folder)
 
 
 @pytest.fixture(autouse=True)

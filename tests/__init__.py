@@ -1,0 +1,1 @@
+"""The test suite: unit/ (one file per sidecar module), e2e/, oracle/, fuzz/, deploy/."""

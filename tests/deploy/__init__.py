@@ -1,0 +1,1 @@
+"""The deployment: Helm chart, kustomize, Dockerfile, dashboards, alert rules, Prometheus."""

@@ -1,0 +1,1 @@
+"""Property-based fuzzing with Hypothesis; ``make fuzz`` runs it at scale."""

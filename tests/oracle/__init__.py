@@ -1,0 +1,1 @@
+"""Cross-checks against Hugging Face transformers processors (and vLLM, replicated)."""

@@ -1,0 +1,187 @@
+"""profiles.kv_geometry: bytes per token and per request, in whole vLLM blocks."""
+
+from __future__ import annotations
+
+import pytest
+
+from sidecar.profiles import load_profile
+from sidecar.profiles.kv_geometry import AttentionKind, KvGeometry, LayerGroup
+from sidecar.units import format_bytes
+
+QWEN7B = KvGeometry((LayerGroup(AttentionKind.FULL, 28, 4, 128),), dtype_bytes=2)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "blocks"),
+    [(0, 0), (1, 1), (16, 1), (17, 2), (63_016, 3_939)],
+    ids=["empty", "one", "full-block", "spill", "worksheet"],
+)
+def test_request_kv_bytes_rounds_up_to_whole_blocks(tokens: int, blocks: int) -> None:
+    assert QWEN7B.request_kv_bytes(tokens) == blocks * 16 * 57_344
+
+
+def test_request_kv_bytes_follows_the_block_size() -> None:
+    geometry = KvGeometry(QWEN7B.layer_groups, dtype_bytes=2, block_size_tokens=32)
+    assert geometry.request_kv_bytes(33) == 64 * 57_344
+
+
+def test_sliding_window_layers_hold_at_most_their_window() -> None:
+    geometry = KvGeometry(
+        (
+            LayerGroup(AttentionKind.FULL, 1, 1, 128),
+            LayerGroup(AttentionKind.SLIDING_WINDOW, 5, 1, 128, window_tokens=1024),
+        ),
+        dtype_bytes=2,
+    )
+    full_per_token, sliding_per_token = 512, 5 * 512
+    short = geometry.request_kv_bytes(100)
+    assert short == 7 * 16 * (full_per_token + sliding_per_token)
+    long = geometry.request_kv_bytes(100_000)
+    assert long == 6_250 * 16 * full_per_token + (64 + 1) * 16 * sliding_per_token
+
+
+def test_cross_attention_layers_hold_encoder_states_not_prompt_tokens() -> None:
+    geometry = KvGeometry(
+        (
+            LayerGroup(AttentionKind.FULL, 2, 1, 64),
+            LayerGroup(AttentionKind.CROSS, 1, 1, 64),
+        ),
+        dtype_bytes=2,
+    )
+    assert geometry.bytes_per_token == 2 * 2 * 64 * 2
+    assert geometry.request_kv_bytes(16, cross_attention_tokens=32) == 16 * 512 + 32 * 256
+
+
+def test_unknown_layer_types_count_as_full_attention() -> None:
+    assert AttentionKind.from_layer_type("linear_attention") is AttentionKind.FULL
+
+
+# -- Gemma 3 sliding windows, hybrid padding, Llama 3.2 Vision cross-attention -------------
+
+GEMMA3_4B = "google/gemma-3-4b-it"
+MLLAMA = "meta-llama/Llama-3.2-11B-Vision-Instruct"
+LLAMA4 = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
+
+
+def _vllm_sliding_window_peak_blocks(window: int, block: int, sequence: int) -> int:
+    """Most blocks vLLM's ``SlidingWindowManager`` holds while a sequence grows to ``sequence``.
+
+    Replays its bookkeeping token by token: before each step ``remove_skipped_blocks`` frees
+    the blocks wholly before token ``computed - window + 1`` (``get_num_skipped_tokens``), and
+    the step then needs ``ceil((computed + 1) / block)`` blocks counted from the start.
+    """
+    peak = 0
+    for computed in range(sequence):
+        skipped_blocks = max(0, computed - window + 1) // block
+        peak = max(peak, -(-(computed + 1) // block) - skipped_blocks)
+    return peak
+
+
+@pytest.mark.parametrize(
+    ("window", "block"),
+    [(1024, 16), (1025, 16), (1040, 16), (4096, 32), (5, 4), (1, 16)],
+    ids=["gemma3", "one-past-a-block", "mid-block", "mistral-window", "tiny", "one-token"],
+)
+def test_sliding_window_layers_hold_vllms_steady_state_blocks(window: int, block: int) -> None:
+    group = LayerGroup(AttentionKind.SLIDING_WINDOW, 1, 1, 64, window_tokens=window)
+    geometry = KvGeometry((group,), dtype_bytes=2, block_size_tokens=block)
+    for sequence in (1, window, window + 1, window + block, 3 * window + 7, 10 * window):
+        expected = _vllm_sliding_window_peak_blocks(window, block, sequence)
+        assert geometry.held_blocks(group, sequence) == expected, sequence
+
+
+@pytest.mark.parametrize(
+    ("full", "sliding", "allocated"),
+    [(5, 29, 30), (8, 40, 40), (10, 52, 60), (13, 12, 13), (1, 5, 5)],
+    ids=["gemma3-4b", "gemma3-12b", "gemma3-27b", "gpt-oss-like", "one-global"],
+)
+def test_hybrid_models_pad_each_attention_kind_to_whole_kv_cache_groups(
+    full: int, sliding: int, allocated: int
+) -> None:
+    sliding_group = LayerGroup(AttentionKind.SLIDING_WINDOW, sliding, 1, 64, window_tokens=512)
+    geometry = KvGeometry(
+        (LayerGroup(AttentionKind.FULL, full, 1, 64), sliding_group), dtype_bytes=2
+    )
+    assert geometry.allocated_layers(sliding_group) == allocated
+    assert geometry.bytes_per_token == (full + allocated) * 2 * 64 * 2  # full layers unpadded
+
+
+def test_gemma3_4b_holds_the_window_in_29_sliding_layers_padded_to_30() -> None:
+    kv = load_profile(GEMMA3_4B).kv
+    groups = {group.kind: group for group in kv.layer_groups}
+    full, sliding = groups[AttentionKind.FULL], groups[AttentionKind.SLIDING_WINDOW]
+    assert (full.num_layers, sliding.num_layers, sliding.window_tokens) == (5, 29, 1024)
+    assert kv.allocated_layers(sliding) == 30  # 6 KV-cache groups of 5 layers
+    per_layer = 2 * 4 * 256 * 2  # K and V x 4 KV heads x head_dim 256 x bf16 = 4,096 B
+    assert kv.bytes_per_token == (5 + 30) * per_layer == 143_360
+    # 10,000 tokens: 625 blocks in the global layers, the steady 65 in the sliding ones.
+    long = 625 * 16 * 5 * per_layer + 65 * 16 * 30 * per_layer
+    assert kv.request_kv_bytes(10_000) == long == 332_595_200
+    # 100 tokens are inside the window: 7 blocks in every layer.
+    assert kv.request_kv_bytes(100) == 7 * 16 * 35 * per_layer == 16_056_320
+
+
+def test_gemma3_27b_pays_for_8_padding_layers() -> None:
+    kv = load_profile("google/gemma-3-27b-it").kv
+    per_layer = 2 * 16 * 128 * 2  # head_dim 128 on the 27B, 8,192 B
+    assert kv.bytes_per_token == (10 + 60) * per_layer == 573_440
+    assert kv.request_kv_bytes(10_000) == (625 * 10 + 65 * 60) * 16 * per_layer
+
+
+def test_llama_3_2_vision_caches_image_tiles_in_its_8_cross_attention_layers() -> None:
+    profile = load_profile(MLLAMA)
+    cost = profile.vision.image_tokens(640, 480)  # 2 tiles of 560 px x 1,601 states
+    assert (cost.prompt_tokens, cost.cross_attention_tokens) == (1, 3_202)
+    per_layer = 2 * 8 * 128 * 2  # 4,096 B
+    assert profile.kv.bytes_per_token == 32 * per_layer  # cross layers hold no prompt tokens
+    # 1,000 tokens in 32 self-attention layers (63 blocks); 3,202 encoder states in the 8
+    # cross-attention layers (201 blocks), whatever the prompt length.
+    expected = 63 * 16 * 32 * per_layer + 201 * 16 * 8 * per_layer
+    assert profile.kv.request_kv_bytes(1_000, 3_202) == expected == 237_502_464
+    assert profile.kv.request_kv_bytes(50_000, 3_202) - profile.kv.request_kv_bytes(50_000) == (
+        201 * 16 * 8 * per_layer
+    )
+
+
+def test_llama4_chunked_layers_hold_one_chunk_and_its_nope_layers_every_token() -> None:
+    kv = load_profile(LLAMA4).kv
+    kinds = {group.kind: group for group in kv.layer_groups}
+    assert set(kinds) == {AttentionKind.CHUNKED, AttentionKind.FULL}
+    chunked, full = kinds[AttentionKind.CHUNKED], kinds[AttentionKind.FULL]
+    assert (chunked.num_layers, chunked.window_tokens, full.num_layers) == (36, 8192, 12)
+    block = kv.block_size_tokens
+    assert kv.held_blocks(chunked, 100_000) == 8192 // block + 1
+    assert kv.held_blocks(full, 100_000) == 100_000 // block
+    assert kv.held_blocks(chunked, 1_000) == kv.held_blocks(full, 1_000)
+
+
+# -- the design brief's KV figures ----------------------------------------------------------
+
+QWEN25_VL_7B = "Qwen/Qwen2.5-VL-7B-Instruct"
+QWEN25_VL_72B = "Qwen/Qwen2.5-VL-72B-Instruct"
+LLAVA_15_7B = "llava-hf/llava-1.5-7b-hf"
+
+
+@pytest.mark.parametrize(
+    ("model", "per_token"),
+    [(QWEN25_VL_7B, "56 KiB"), (QWEN25_VL_72B, "320 KiB"), (LLAVA_15_7B, "512 KiB")],
+    ids=["qwen7b", "qwen72b", "llava7b"],
+)
+def test_kv_bytes_per_token_match_the_brief(model: str, per_token: str) -> None:
+    assert format_bytes(load_profile(model).kv.bytes_per_token) == per_token
+
+
+@pytest.mark.parametrize(
+    ("model", "size", "kv"),
+    [
+        (LLAVA_15_7B, (1024, 1024), "288 MiB"),
+        (QWEN25_VL_7B, (1024, 1024), "74.9 MiB"),
+        (QWEN25_VL_7B, (3840, 2160), "576.9 MiB"),
+        (QWEN25_VL_72B, (3840, 2160), "3.2 GiB"),
+    ],
+    ids=["llava", "qwen7b-1024", "qwen7b-4k", "qwen72b-4k"],
+)
+def test_kv_bytes_per_image_match_the_brief(model: str, size: tuple[int, int], kv: str) -> None:
+    profile = load_profile(model)
+    tokens = profile.vision.image_tokens(*size).tokens
+    assert format_bytes(tokens * profile.kv.bytes_per_token) == kv

@@ -1,0 +1,72 @@
+"""serve.responses: a failure as an HTTP answer, in vLLM's shape or in Anthropic's.
+
+Every route's answers end to end: ``tests/e2e/test_proxy_routes.py`` and ``test_abuse.py``.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from sidecar.errors import NotBase64Error, QueueFullError, RequestTimeoutError
+from sidecar.serve.responses import error_body, error_type_for, response_for_error
+
+
+def test_error_body_in_vllms_shape_carries_type_param_and_code() -> None:
+    body = error_body(400, "bad", error_type="BadRequestError", param="image_url", anthropic=False)
+    assert orjson.loads(body) == {
+        "error": {"message": "bad", "type": "BadRequestError", "param": "image_url", "code": 400}
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (400, "invalid_request_error"),
+        (404, "not_found_error"),
+        (413, "request_too_large"),
+        (429, "rate_limit_error"),
+        (503, "overloaded_error"),
+        (502, "api_error"),
+        (408, "invalid_request_error"),
+    ],
+    ids=str,
+)
+def test_error_body_in_anthropics_shape_maps_the_status_to_its_type(status: int, kind: str) -> None:
+    body = error_body(status, "why", error_type="ignored", param="ignored", anthropic=True)
+    assert orjson.loads(body) == {"type": "error", "error": {"type": kind, "message": "why"}}
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type"),
+    [(400, "BadRequestError"), (413, "Request Entity Too Large"), (504, "Gateway Timeout")],
+    ids=str,
+)
+def test_error_type_for_is_vllms_name_for_the_status(status: int, error_type: str) -> None:
+    assert error_type_for(status) == error_type
+
+
+def test_response_for_error_keeps_the_errors_status_param_and_type() -> None:
+    error = NotBase64Error("image 1 of 1: not base64", param="image_url")
+    response = response_for_error(error, anthropic=False, headers={"x-vlm-sidecar-decision": "r"})
+    assert response.status == 400
+    assert response.headers["x-vlm-sidecar-decision"] == "r"
+    assert "Retry-After" not in response.headers
+    assert orjson.loads(response.body)["error"] == {  # type: ignore[arg-type]
+        "message": "image 1 of 1: not base64", "type": "BadRequestError",
+        "param": "image_url", "code": 400,
+    }  # fmt: skip
+
+
+def test_response_for_error_tells_an_overloaded_client_when_to_retry() -> None:
+    response = response_for_error(
+        QueueFullError("the queue is full", retry_after_seconds=30), anthropic=True
+    )
+    assert (response.status, response.headers["Retry-After"]) == (429, "30")
+    assert orjson.loads(response.body)["error"]["type"] == "rate_limit_error"  # type: ignore[arg-type]
+
+
+def test_response_for_error_closes_the_connection_after_a_slow_body() -> None:
+    response = response_for_error(RequestTimeoutError("too slow"), anthropic=False)
+    assert response.status == 408
+    assert response.keep_alive is False

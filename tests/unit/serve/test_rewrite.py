@@ -1,0 +1,52 @@
+"""serve.rewrite: fields the sidecar adds to a body it forwards, every other byte kept when it can.
+
+The image rewrite itself runs end to end (``tests/e2e/test_proxy_budgets.py``).
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from sidecar.serve.rewrite import (
+    merge_top_level_object,
+    with_processor_max_pixels,
+    with_stream_usage,
+)
+
+
+def test_merge_top_level_object_inserts_a_new_key_and_keeps_every_other_byte() -> None:
+    body = b'{"model" : "m",\n "stream": true}'
+    merged = merge_top_level_object(body, "stream_options", {"include_usage": True})
+    assert merged == b'{"stream_options":{"include_usage":true},"model" : "m",\n "stream": true}'
+
+
+@pytest.mark.parametrize("body", [b"{}", b"  { }  "], ids=["empty", "spaced"])
+def test_merge_top_level_object_adds_no_comma_to_an_empty_object(body: bytes) -> None:
+    merged = merge_top_level_object(body, "k", {"a": 1})
+    assert orjson.loads(merged) == {"k": {"a": 1}}
+
+
+@pytest.mark.parametrize(
+    ("current", "expected"),
+    [
+        ({"include_usage": False, "continuous_usage_stats": True},
+         {"include_usage": True, "continuous_usage_stats": True}),
+        (None, {"include_usage": True}),
+        ("not an object", {"include_usage": True}),
+    ],
+    ids=["merged", "null", "not-an-object"],
+)  # fmt: skip
+def test_merge_top_level_object_updates_an_existing_key(
+    current: object, expected: dict[str, object]
+) -> None:
+    body = orjson.dumps({"model": "m", "stream_options": current})
+    merged = orjson.loads(merge_top_level_object(body, "stream_options", {"include_usage": True}))
+    assert merged == {"model": "m", "stream_options": expected}
+
+
+def test_with_stream_usage_and_max_pixels_name_vllms_fields() -> None:
+    body = b'{"model": "m"}'
+    assert orjson.loads(with_stream_usage(body))["stream_options"] == {"include_usage": True}
+    kwargs = orjson.loads(with_processor_max_pixels(body, 1_003_520))["mm_processor_kwargs"]
+    assert kwargs == {"max_pixels": 1_003_520}

@@ -1,0 +1,117 @@
+"""engine: what vLLM reports about itself (``/metrics``, ``/v1/models``) and what the sidecar
+makes of it: the auto KV budget, the prompt budget, a KV dtype that differs from the profile's.
+
+Polling a live engine: ``tests/e2e/test_closed_loop.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sidecar.admission.budgets import Budgets
+from sidecar.engine import (
+    EngineFacts,
+    budgets_after,
+    cache_dtype_differs,
+    parse_engine_metrics,
+    parse_models,
+)
+from sidecar.profiles import load_profile
+
+VLLM_METRICS = """\
+# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="0",num_gpu_blocks="4096"} 1.0
+vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="1",num_gpu_blocks="4096"} 1.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.75
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 2.0
+vllm:num_requests_waiting{engine="1",model_name="m"} 3.0
+"""
+
+
+def test_parse_engine_metrics_reads_pool_dtype_and_the_most_loaded_engine() -> None:
+    facts = parse_engine_metrics(VLLM_METRICS)
+    assert facts == EngineFacts(
+        num_gpu_blocks=4096,
+        block_size=16,
+        cache_dtype="auto",
+        kv_cache_usage_perc=0.75,
+        num_requests_waiting=5.0,
+    )
+    assert facts.kv_capacity_tokens == 65_536
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", EngineFacts()),
+        ("not { prometheus", EngineFacts()),
+        ("# only a comment\n", EngineFacts()),
+    ],
+    ids=["empty", "garbage", "comment"],
+)
+def test_parse_engine_metrics_tolerates_anything(text: str, expected: EngineFacts) -> None:
+    assert parse_engine_metrics(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b'{"object":"list","data":[{"id":"m","max_model_len":32768}]}', 32768),
+        (b'{"data":[{"id":"lora","max_model_len":null},{"id":"m","max_model_len":8192}]}', 8192),
+        (b'{"data":[]}', None),
+        (b"<html>", None),
+    ],
+    ids=["base", "lora-first", "empty", "not-json"],
+)
+def test_parse_models_finds_the_base_models_context(body: bytes, expected: int | None) -> None:
+    assert parse_models(body) == expected
+
+
+QWEN_7B = load_profile("Qwen/Qwen2.5-VL-7B-Instruct")  # bf16: 57,344 KV bytes per token
+
+
+def test_budgets_after_sets_the_auto_kv_budget_from_the_engines_pool() -> None:
+    facts = EngineFacts(num_gpu_blocks=1000, block_size=16)
+    budgets = budgets_after(
+        Budgets(kv_budget_bytes=1), facts, auto_kv_fraction=0.5,
+        kv_bytes_per_token=57_344, prompt_budget_from_engine=False,
+    )  # fmt: skip
+    assert budgets.kv_budget_bytes == 16_000 * 57_344 // 2
+
+
+def test_budgets_after_takes_the_prompt_budget_from_max_model_len_only_when_asked() -> None:
+    facts = EngineFacts(max_model_len=8192)
+    asked = budgets_after(
+        Budgets(), facts, auto_kv_fraction=None, kv_bytes_per_token=1,
+        prompt_budget_from_engine=True,
+    )  # fmt: skip
+    not_asked = budgets_after(
+        Budgets(max_request_prompt_tokens=4096), facts, auto_kv_fraction=None,
+        kv_bytes_per_token=1, prompt_budget_from_engine=False,
+    )  # fmt: skip
+    assert (asked.max_request_prompt_tokens, not_asked.max_request_prompt_tokens) == (8192, 4096)
+
+
+def test_budgets_after_leaves_the_budgets_alone_when_the_engine_said_nothing() -> None:
+    budgets = Budgets(kv_budget_bytes=123, max_request_prompt_tokens=456)
+    assert budgets_after(
+        budgets, EngineFacts(), auto_kv_fraction=0.9, kv_bytes_per_token=2,
+        prompt_budget_from_engine=True,
+    ) == budgets  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cache_dtype", "differs"),
+    [(None, False), ("auto", False), ("bfloat16", False), ("fp8", True), ("int3", False)],
+    ids=["not-reported", "auto", "same", "fp8", "unknown"],
+)
+def test_cache_dtype_differs_compares_the_engines_kv_element_size(
+    cache_dtype: str | None, differs: bool
+) -> None:
+    assert cache_dtype_differs(EngineFacts(cache_dtype=cache_dtype), QWEN_7B) is differs

@@ -44,7 +44,9 @@ def body(data: bytes) -> None:
         return
     route = ROUTES[data[0] % len(ROUTES)]
     with contextlib.suppress(InvalidRequestError):
-        request_body.parse_request_body(data[1:], route, max_parts=64, max_depth=16)
+        request_body.parse_request_body(
+            data[1:], route, policy=request_body.BodyPolicy(max_parts=64, max_depth=16)
+        )
 
 
 def probe_target(data: bytes) -> None:

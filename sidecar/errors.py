@@ -14,18 +14,22 @@ client. The hierarchy::
     │   │   ├── ImageTooLargeError           the header claims more pixels than allowed
     │   │   └── UnsupportedImageSizeError    the model's processor refuses the size
     │   └── VideoError                400  one video cannot be read, or its processor refuses it
+    ├── AdminRouteError               403  an admin route (SIDECAR_ADMIN_ROUTES)
+    ├── UnknownRouteError             404  a route the sidecar cannot price (SIDECAR_UNKNOWN_ROUTES)
     ├── RequestTimeoutError           408  the body did not arrive in time
-    ├── BodyTooLargeError             413
+    ├── BodyTooLargeError             413  the body exceeds SIDECAR_MAX_BODY_BYTES
+    ├── LargerThanBudgetError         413  one request exceeds the whole in-flight KV budget
     ├── OverloadedError               429  the in-flight budget stayed full
     │   ├── QueueFullError            429  SIDECAR_MAX_QUEUE_DEPTH requests already wait
-    │   ├── LargerThanBudgetError     429  one request exceeds the whole in-flight budget
     │   └── EngineSaturatedError      429  vLLM reported saturation throughout
     └── UpstreamError                 502
         └── UpstreamTimeoutError      504
 
     ConfigurationError                a setting or model profile is invalid (start-up only)
 
-Statuses other than 400 use the HTTP phrase as ``type``, as vLLM's ``GracefulHTTPError`` does.
+Each ``type`` is a name in the style vLLM gives its own (``BadRequestError``,
+``NotFoundError``, ``PermissionDeniedError``; ``RateLimitError`` and the others where vLLM
+never answers with that status), never an HTTP reason phrase.
 Outcomes that are not failures (admit, downscale, wait) are values, see ``admission``.
 """
 
@@ -99,25 +103,47 @@ class VideoError(InvalidRequestError):
         super().__init__(message, param=param)
 
 
+class AdminRouteError(SidecarError):
+    """One of vLLM's admin routes, refused unless SIDECAR_ADMIN_ROUTES=pass."""
+
+    status = HTTPStatus.FORBIDDEN
+    error_type = "PermissionDeniedError"
+
+
+class UnknownRouteError(SidecarError):
+    """A route the sidecar cannot price, refused unless SIDECAR_UNKNOWN_ROUTES=pass."""
+
+    status = HTTPStatus.NOT_FOUND
+    error_type = "NotFoundError"
+
+
 class RequestTimeoutError(SidecarError):
     """The client did not send its whole body within SIDECAR_CLIENT_READ_TIMEOUT_SECONDS."""
 
     status = HTTPStatus.REQUEST_TIMEOUT
-    error_type = HTTPStatus.REQUEST_TIMEOUT.phrase
+    error_type = "RequestTimeoutError"
 
 
 class BodyTooLargeError(SidecarError):
     """The request body exceeds SIDECAR_MAX_BODY_BYTES."""
 
     status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
-    error_type = HTTPStatus.REQUEST_ENTITY_TOO_LARGE.phrase
+    error_type = "RequestTooLargeError"
+
+
+class LargerThanBudgetError(SidecarError):
+    """One request needs more KV than the whole in-flight budget: no wait, and no replica
+    with the same budget, will ever serve it, so clients are told not to retry."""
+
+    status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+    error_type = "RequestTooLargeError"
 
 
 class OverloadedError(SidecarError):
     """The in-flight KV budget stayed full for the whole queue timeout."""
 
     status = HTTPStatus.TOO_MANY_REQUESTS
-    error_type = HTTPStatus.TOO_MANY_REQUESTS.phrase
+    error_type = "RateLimitError"
 
     def __init__(self, message: str, *, retry_after_seconds: int) -> None:
         super().__init__(message)
@@ -128,10 +154,6 @@ class QueueFullError(OverloadedError):
     """The queue for the in-flight budget is at SIDECAR_MAX_QUEUE_DEPTH."""
 
 
-class LargerThanBudgetError(OverloadedError):
-    """One request needs more KV than the whole in-flight budget."""
-
-
 class EngineSaturatedError(OverloadedError):
     """vLLM reported saturation for the whole queue timeout."""
 
@@ -140,14 +162,14 @@ class UpstreamError(SidecarError):
     """vLLM could not be reached or broke the connection."""
 
     status = HTTPStatus.BAD_GATEWAY
-    error_type = HTTPStatus.BAD_GATEWAY.phrase
+    error_type = "BadGatewayError"
 
 
 class UpstreamTimeoutError(UpstreamError):
     """vLLM did not answer in time."""
 
     status = HTTPStatus.GATEWAY_TIMEOUT
-    error_type = HTTPStatus.GATEWAY_TIMEOUT.phrase
+    error_type = "GatewayTimeoutError"
 
 
 class ConfigurationError(Exception):

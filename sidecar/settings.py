@@ -37,6 +37,13 @@ class Mode(StrEnum):
     SHADOW = "shadow"
 
 
+class RoutePolicy(StrEnum):
+    """What to do with requests to a kind of route the sidecar does not price."""
+
+    REJECT = "reject"
+    PASS = "pass"  # noqa: S105 - a policy name, not a password
+
+
 class OverBudgetAction(StrEnum):
     """What to do with a request whose images break a per-image or per-request budget."""
 
@@ -82,6 +89,20 @@ class Settings(BaseSettings):
     port: Port = Field(8080, description="Traffic port; 0 picks a free one.")
     metrics_port: Port = Field(9090, description="Metrics and health port; 0 picks a free one.")
     mode: Mode = Field(Mode.ENFORCE, description="enforce, or shadow to only observe.")
+    admin_routes: RoutePolicy = Field(
+        RoutePolicy.REJECT,
+        description=(
+            "vLLM's admin routes (/sleep, /pause, /collective_rpc, LoRA loading, ...): "
+            "reject (403), or pass them through."
+        ),
+    )
+    unknown_routes: RoutePolicy = Field(
+        RoutePolicy.REJECT,
+        description=(
+            "A POST, PUT, PATCH or DELETE to a path vLLM 0.33 does not serve, or to one the "
+            "sidecar cannot price: reject (404), or pass it through unpriced."
+        ),
+    )
 
     # The served model and the vLLM flags that change the prediction.
     model: str = Field(description="Hugging Face id of a built-in profile, or a model directory.")
@@ -89,6 +110,20 @@ class Settings(BaseSettings):
     max_pixels: PositiveInt | None = Field(None, description="vLLM --mm-processor-kwargs.")
     kv_cache_dtype: str = Field("auto", description="vLLM --kv-cache-dtype.")
     tensor_parallel_size: PositiveInt = Field(1, description="vLLM --tensor-parallel-size.")
+    trust_request_mm_kwargs: bool = Field(
+        False,
+        description=(
+            "vLLM --trust-request-mm-kwargs: price with a request's mm_processor_kwargs; "
+            "false refuses them as vLLM does."
+        ),
+    )
+    trust_request_chat_template: bool = Field(
+        False,
+        description=(
+            "vLLM --trust-request-chat-template: count with a request's chat_template; false "
+            "refuses it as vLLM does."
+        ),
+    )
     block_size_tokens: PositiveInt = Field(
         16,
         # SIDECAR_BLOCK_SIZE is the name from before the setting carried its unit.
@@ -109,6 +144,10 @@ class Settings(BaseSettings):
         178_956_970, description="Hard limit: larger headers are refused, never decoded."
     )
     max_body_bytes: ByteSize = Field(ByteSize(64 * 2**20), description="Request body limit.")
+    max_request_parts: PositiveInt = Field(
+        10_000,
+        description="Messages, items and content parts of one request; more is refused (400).",
+    )
 
     # The in-flight budget and its queue.
     kv_budget_bytes: ByteSize | AutoKvBudget = Field(
@@ -169,6 +208,13 @@ class Settings(BaseSettings):
         16_384, description="Allowance per video that cannot be priced exactly."
     )
     audio_tokens_per_item: NonNegativeInt = Field(1_500, description="Allowance per audio.")
+    embeds_tokens_per_item: NonNegativeInt = Field(
+        0,
+        description=(
+            "Allowance per embeddings input (image_embeds, prompt_embeds, ...), which vLLM "
+            "takes only with --enable-mm-embeds or --enable-prompt-embeds; 0 refuses them."
+        ),
+    )
     default_output_tokens: PositiveInt = Field(
         1024, description="Output tokens assumed when the request sets no max_tokens."
     )

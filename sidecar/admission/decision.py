@@ -131,6 +131,7 @@ class Reject:
     message: str
     status: int = HTTPStatus.BAD_REQUEST
     retry_after_seconds: int | None = None
+    retryable: bool | None = None  # False: no retry can change the answer
     decision: ClassVar[Decision] = Decision.REJECT
 
 
@@ -157,7 +158,7 @@ def find_violation(prediction: RequestPrediction, budgets: Budgets) -> tuple[Rea
     checks = (
         (Reason.MAX_REQUEST_VISUAL_TOKENS, prediction.visual_tokens,
          budgets.max_request_visual_tokens, "visual tokens"),
-        (Reason.MAX_REQUEST_PROMPT_TOKENS, prediction.prompt_tokens,
+        (Reason.MAX_REQUEST_PROMPT_TOKENS, prediction.longest_prompt_tokens,
          budgets.max_request_prompt_tokens, "prompt tokens"),
     )  # fmt: skip
     for reason, value, limit, noun in checks:
@@ -232,9 +233,11 @@ def _against_kv_budget(
             decision.prediction,
             Reason.LARGER_THAN_KV_BUDGET,
             f"request needs {format_bytes(kv_bytes)} of KV cache, more than the whole "
-            f"in-flight budget SIDECAR_KV_BUDGET_BYTES of {format_bytes(total)}",
-            status=HTTPStatus.TOO_MANY_REQUESTS,
-            retry_after_seconds=60,
+            f"in-flight budget SIDECAR_KV_BUDGET_BYTES of {format_bytes(total)}; it can never "
+            "be admitted, so retrying will not help: send fewer or smaller images or ask for "
+            "fewer output tokens",
+            status=HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+            retryable=False,
         )
     if inflight_kv_bytes + kv_bytes > total and isinstance(decision, Admit):
         return Wait(decision.prediction)

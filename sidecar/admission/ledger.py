@@ -35,7 +35,6 @@ from sidecar.units import format_bytes
 @dataclass(eq=False, slots=True)
 class _Waiter:
     kv_bytes: int
-    retry_after_seconds: int
     future: asyncio.Future[None]
 
 
@@ -107,7 +106,7 @@ class KvLedger:
             raise ValueError(f"kv_bytes must be >= 0, got {kv_bytes}")
         retry_after_seconds = max(1, math.ceil(timeout_seconds))
         if self._exceeds_total(kv_bytes):
-            raise self._too_large(kv_bytes, retry_after_seconds)
+            raise self._too_large(kv_bytes)
         if not self._waiters and self._fits(kv_bytes):
             self._grant(kv_bytes)
             return Reservation(self, kv_bytes, 0.0)
@@ -119,7 +118,7 @@ class KvLedger:
             )
 
         started = time.monotonic()
-        waiter = _Waiter(kv_bytes, retry_after_seconds, asyncio.get_running_loop().create_future())
+        waiter = _Waiter(kv_bytes, asyncio.get_running_loop().create_future())
         self._waiters.append(waiter)
         try:
             async with asyncio.timeout(timeout_seconds):
@@ -178,7 +177,7 @@ class KvLedger:
                 self._waiters.popleft()
             elif self._exceeds_total(head.kv_bytes):  # the budget shrank under it
                 self._waiters.popleft()
-                head.future.set_exception(self._too_large(head.kv_bytes, head.retry_after_seconds))
+                head.future.set_exception(self._too_large(head.kv_bytes))
             elif self._fits(head.kv_bytes):
                 self._waiters.popleft()
                 self._grant(head.kv_bytes)
@@ -186,11 +185,10 @@ class KvLedger:
             else:
                 return
 
-    def _too_large(self, kv_bytes: int, retry_after_seconds: int) -> LargerThanBudgetError:
+    def _too_large(self, kv_bytes: int) -> LargerThanBudgetError:
         return LargerThanBudgetError(
             f"predicted KV cache {format_bytes(kv_bytes)} exceeds the whole in-flight budget "
-            f"of {format_bytes(self._total_bytes)}",
-            retry_after_seconds=retry_after_seconds,
+            f"of {format_bytes(self._total_bytes)}; retrying will not help"
         )
 
     def _state(self, kv_bytes: int) -> str:

@@ -6,8 +6,11 @@ everywhere (headers, metrics, budgets, logs):
 - ``visual_tokens``: the images' own tokens plus ``media_tokens``: the videos' own tokens
   (exact, or the per-video allowance) and the audio allowances; the chat template's and the
   processor's wrapper tokens (vision start/end, Qwen3-VL timestamps) are not visual tokens.
-- ``prompt_tokens``: visual tokens + wrapper tokens + text tokens.
-- ``kv_bytes``: whole KV blocks for ``prompt_tokens + n x output_tokens``, per GPU.
+- ``prompt_tokens``: visual tokens + wrapper tokens + text tokens, over all of the request's
+  prompts (a chat is one; a completions list, a chat batch or a score request may hold many).
+- ``longest_prompt_tokens``: the longest single prompt, which the prompt budget limits.
+- ``kv_bytes``: whole KV blocks for ``prompt_tokens + n x prompts x output_tokens``, per GPU,
+  with a block of rounding per extra prompt; 0 for a request vLLM only renders.
 """
 
 from __future__ import annotations
@@ -84,6 +87,9 @@ class RequestPrediction:
     kv_bytes: int
     text_tokens_exact: bool = False  # counted with the model's chat template and tokenizer
     videos: tuple[VideoCost, ...] = ()  # their tokens are part of media_tokens
+    sequences: int = 1  # prompts vLLM runs on their own
+    longest_prompt: int | None = None  # the longest of several prompts; None: just one
+    holds_kv: bool = True  # False: vLLM renders the request (count_tokens, render) only
 
     @property
     def image_tokens(self) -> int:
@@ -113,14 +119,20 @@ class RequestPrediction:
         return self.visual_tokens + self.wrapper_tokens + self.text_tokens
 
     @property
+    def longest_prompt_tokens(self) -> int:
+        """The longest prompt vLLM runs: the prompt budget applies to each prompt."""
+        return self.prompt_tokens if self.longest_prompt is None else self.longest_prompt
+
+    @property
     def cross_attention_tokens(self) -> int:
         """Encoder states held by cross-attention layers."""
         return sum(image.tokens.cross_attention_tokens for image in self.images)
 
 
-def estimate_text_tokens(text_chars: int, chars_per_token: float) -> int:
-    """A conservative text-token count from characters, plus the template's overhead."""
-    return math.ceil(text_chars / chars_per_token) + TEMPLATE_OVERHEAD_TOKENS
+def estimate_text_tokens(text_chars: int, chars_per_token: float, *, template: bool = True) -> int:
+    """A conservative text-token count from characters, plus the chat template's overhead."""
+    overhead = TEMPLATE_OVERHEAD_TOKENS if template else 0
+    return math.ceil(text_chars / chars_per_token) + overhead
 
 
 def predict_request(
@@ -132,21 +144,40 @@ def predict_request(
     output_tokens: int,
     n: int,
     videos: Sequence[VideoCost] = (),
+    sequences: int = 1,
+    longest_prompt_tokens: int | None = None,
+    holds_kv: bool = True,
 ) -> RequestPrediction:
     """Combine priced images and videos, text and output into the request's cost.
 
-    ``media_tokens`` are the allowances of media other than ``videos`` (audio); the videos'
-    own tokens are added to it.
+    ``media_tokens`` are the allowances of media other than ``videos`` (audio, embeddings);
+    the videos' own tokens are added to it.
     """
     media = media_tokens + sum(video.tokens.tokens for video in videos)
     draft = RequestPrediction(
-        tuple(images), media, text_tokens, output_tokens, n, 0, videos=tuple(videos)
+        tuple(images),
+        media,
+        text_tokens,
+        output_tokens,
+        n,
+        0,
+        videos=tuple(videos),
+        sequences=sequences,
+        longest_prompt=longest_prompt_tokens if sequences > 1 else None,
+        holds_kv=holds_kv,
     )
     return with_kv_bytes(draft, kv)
 
 
 def with_kv_bytes(prediction: RequestPrediction, kv: KvGeometry) -> RequestPrediction:
     """Recompute ``kv_bytes`` after the images changed."""
-    sequence = prediction.prompt_tokens + prediction.n * prediction.output_tokens
-    kv_bytes = kv.request_kv_bytes(sequence, prediction.cross_attention_tokens)
+    if not prediction.holds_kv:
+        return replace(prediction, kv_bytes=0)
+    extra_prompts = prediction.sequences - 1
+    tokens = (
+        prediction.prompt_tokens
+        + prediction.n * prediction.sequences * prediction.output_tokens
+        + extra_prompts * kv.block_size_tokens  # each prompt rounds up to its own blocks
+    )
+    kv_bytes = kv.request_kv_bytes(tokens, prediction.cross_attention_tokens)
     return replace(prediction, kv_bytes=kv_bytes)

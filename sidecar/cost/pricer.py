@@ -17,6 +17,7 @@ that is not readable at all, or that the processor refuses, is a 400 naming it.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, replace
 
 import orjson
@@ -30,15 +31,15 @@ from sidecar.cost.prediction import (
 )
 from sidecar.cost.request_body import RequestBody
 from sidecar.cost.text_tokens import ChatTemplateError, PromptCounter
-from sidecar.errors import ImageError, VideoError
+from sidecar.errors import ConfigurationError, ImageError, InvalidRequestError, VideoError
 from sidecar.images.data_uri import split_data_uri, validate_base64
 from sidecar.images.probe import ImageHeader, probe_base64
-from sidecar.images.refs import ImageRef, ImageSource, MediaItem
+from sidecar.images.refs import ImageRef, ImageSource, MediaItem, SequenceRef
 from sidecar.images.remote import RemoteImageFetchError, RemoteImageProber
 from sidecar.profiles import ModelProfile
-from sidecar.routes import Route
+from sidecar.routes import BodyShape, Work
 from sidecar.settings import RemoteImages, Settings
-from sidecar.video import TextTokenCounter, VideoTokens
+from sidecar.video import TextTokenCounter, VideoRule, VideoTokens
 from sidecar.video.probe import (
     VideoHeader,
     VideoPrefixUnreadable,
@@ -47,6 +48,22 @@ from sidecar.video.probe import (
     probe_video_prefix,
 )
 from sidecar.video.qwen import QWEN_VIDEO_PLACEHOLDER_TOKENS
+from sidecar.vision import VisionRule
+
+
+class _CooperativeLoop:
+    """Hands the event loop back to other requests every few milliseconds of pricing, so a
+    request with thousands of images never stalls another for longer than that."""
+
+    SLICE_SECONDS = 0.005
+
+    def __init__(self) -> None:
+        self._since = time.perf_counter()
+
+    async def maybe_yield(self) -> None:
+        if time.perf_counter() - self._since >= self.SLICE_SECONDS:
+            await asyncio.sleep(0)
+            self._since = time.perf_counter()
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +74,7 @@ class PricingPolicy:
     max_decode_pixels: int = 178_956_970
     video_tokens_per_item: int = 16_384
     audio_tokens_per_item: int = 1_500
+    embeds_tokens_per_item: int = 0  # 0: embeddings inputs are refused, as vLLM does by default
     default_output_tokens: int = 1024
     text_chars_per_token: float = 3.0
 
@@ -68,6 +86,7 @@ class PricingPolicy:
             max_decode_pixels=settings.max_decode_pixels,
             video_tokens_per_item=settings.video_tokens_per_item,
             audio_tokens_per_item=settings.audio_tokens_per_item,
+            embeds_tokens_per_item=settings.embeds_tokens_per_item,
             default_output_tokens=settings.default_output_tokens,
             text_chars_per_token=settings.text_chars_per_token,
         )
@@ -82,8 +101,27 @@ class Pricer:
     remote: RemoteImageProber | None
     prompt_counter: PromptCounter | None = None
 
+    def rules_for(self, parsed: RequestBody) -> tuple[VisionRule, VideoRule | None]:
+        """The vision and video rules for this request: the profile's, or with the pixel
+        range of its own trusted ``mm_processor_kwargs``."""
+        vision, video = self.profile.vision, self.profile.video
+        bounds = parsed.pixel_range
+        if bounds is None:
+            return vision, video
+        try:
+            narrowed = vision.with_pixel_range(bounds.min_pixels, bounds.max_pixels)
+            video = (
+                None
+                if video is None
+                else video.with_pixel_range(bounds.min_pixels, bounds.max_pixels)
+            )
+        except ConfigurationError as exc:  # the rule refuses the range, as its processor does
+            raise InvalidRequestError(str(exc), param="mm_processor_kwargs") from None
+        return narrowed, video
+
     async def price(self, parsed: RequestBody, body: bytes) -> RequestPrediction:
         """The request's predicted cost; raises ImageError or VideoError naming the bad item."""
+        vision, video_rule = self.rules_for(parsed)
         total = len(parsed.images)
         fetches = {
             ref.index: asyncio.create_task(self._probe_url(ref, total))
@@ -94,40 +132,112 @@ class Pricer:
         reads = {
             item.index: asyncio.create_task(self._read_video(item, body, number, len(videos_in)))
             for number, item in enumerate(videos_in)
-            if self._readable(item)
+            if self._readable(item, video_rule)
         }
         try:
-            images = [await self._price_image(ref, body, total, fetches) for ref in parsed.images]
+            images = []
+            loop = _CooperativeLoop()
+            for ref in parsed.images:
+                images.append(await self._price_image(ref, body, total, fetches, vision))
+                await loop.maybe_yield()
             videos = [
-                await self._price_video(item, number, len(videos_in), reads)
+                await self._price_video(item, number, len(videos_in), reads, video_rule)
                 for number, item in enumerate(videos_in)
             ]
         finally:
             for task in (*fetches.values(), *reads.values()):
                 if not task.cancel() and not task.cancelled():
                     task.exception()  # retrieved: asyncio must not log it as never retrieved
-        audio_tokens = sum(
-            self.policy.audio_tokens_per_item for item in parsed.media if item.kind == "audio"
+        media_tokens = self._media_tokens(parsed, videos)
+        texts, exact = self._text_tokens(parsed, images, videos)
+        prompts = [
+            self._sequence_prompt(parsed, sequence, text, images, media_tokens)
+            for sequence, text in zip(parsed.sequences, texts, strict=True)
+        ]
+        generating = parsed.work is Work.GENERATE
+        output_tokens = (
+            (parsed.max_output_tokens or self.policy.default_output_tokens) if generating else 0
         )
-        output_tokens = parsed.max_output_tokens or self.policy.default_output_tokens
-        text_tokens, exact = self._text_tokens(parsed, images, videos)
+        allowances = sum(
+            tokens for index, tokens in media_tokens.items() if parsed.media[index].kind != "video"
+        )
         prediction = predict_request(
             images,
             kv=self.profile.kv,
-            text_tokens=text_tokens + parsed.prompt_token_ids,
-            media_tokens=audio_tokens,
+            text_tokens=sum(
+                prompt - self._visual(sequence, images, media_tokens)
+                for sequence, prompt in zip(parsed.sequences, prompts, strict=True)
+            ),
+            media_tokens=allowances,
             output_tokens=output_tokens,
-            # Each prompt of a completions batch is its own sequence of n completions.
-            n=parsed.n * parsed.prompt_count,
+            n=parsed.n,
             videos=videos,
+            sequences=len(parsed.sequences),
+            longest_prompt_tokens=max(prompts, default=0),
+            holds_kv=parsed.work is not Work.RENDER,
         )
         return replace(prediction, text_tokens_exact=exact)
 
+    def _media_tokens(self, parsed: RequestBody, videos: list[VideoCost]) -> dict[int, int]:
+        """Prompt positions of each media item (videos with their wrappers), by media index."""
+        by_video = iter(videos)
+        tokens: dict[int, int] = {}
+        for item in parsed.media:
+            if item.kind == "video":
+                cost = next(by_video).tokens
+                tokens[item.index] = cost.tokens + cost.wrapper_tokens
+            elif item.kind == "audio":
+                tokens[item.index] = self.policy.audio_tokens_per_item
+            else:
+                tokens[item.index] = self._embeds_allowance(item)
+        return tokens
+
+    def _embeds_allowance(self, item: MediaItem) -> int:
+        """An embeddings input: vLLM takes one only with --enable-mm-embeds (or
+        --enable-prompt-embeds); the sidecar, only with an allowance to price it at."""
+        if self.policy.embeds_tokens_per_item <= 0:
+            raise InvalidRequestError(
+                "You must set `--enable-mm-embeds` to input embeddings; the sidecar refuses "
+                "them unless SIDECAR_EMBEDS_TOKENS_PER_ITEM prices each one "
+                f"(embeddings input {item.index + 1})",
+                param="image_embeds",
+            )
+        return self.policy.embeds_tokens_per_item
+
+    @staticmethod
+    def _visual(
+        sequence: SequenceRef, images: list[ImageCost], media_tokens: dict[int, int]
+    ) -> int:
+        """Prompt positions of a sequence's images and media, their wrappers included."""
+        image_tokens = sum(
+            images[i].tokens.tokens + images[i].tokens.wrapper_tokens for i in sequence.images
+        )
+        return image_tokens + sum(media_tokens[i] for i in sequence.media)
+
+    def _sequence_prompt(
+        self,
+        parsed: RequestBody,
+        sequence: SequenceRef,
+        text_tokens: int,
+        images: list[ImageCost],
+        media_tokens: dict[int, int],
+    ) -> int:
+        """One sequence's prompt tokens; rendered token ids already hold the media positions."""
+        visual = self._visual(sequence, images, media_tokens)
+        if parsed.route.shape is BodyShape.GENERATE:
+            return max(sequence.token_ids, visual)
+        return visual + text_tokens + sequence.token_ids
+
     def _text_tokens(
         self, parsed: RequestBody, images: list[ImageCost], videos: list[VideoCost]
-    ) -> tuple[int, bool]:
-        """Text tokens: exact from the chat template where possible, else the estimate."""
-        if self.prompt_counter is not None and parsed.route is Route.CHAT:
+    ) -> tuple[list[int], bool]:
+        """Text tokens of each sequence: exact from the chat template where possible."""
+        if (
+            self.prompt_counter is not None
+            and parsed.route.shape is BodyShape.CHAT
+            and len(parsed.sequences) == 1
+            and parsed.chat_template is None
+        ):
             costs = [image.tokens for image in images]
             try:
                 prompt = self.prompt_counter.chat_prompt_tokens(parsed.skeleton, costs)
@@ -140,8 +250,15 @@ class Pricer:
                 # video's own cost takes its place.
                 parts = self.prompt_counter.openai_parts
                 placeholders = QWEN_VIDEO_PLACEHOLDER_TOKENS * len(videos) if parts else 0
-                return prompt - visual - placeholders, True
-        return estimate_text_tokens(parsed.text_chars, self.policy.text_chars_per_token), False
+                return [prompt - visual - placeholders], True
+        return [
+            estimate_text_tokens(
+                sequence.text_chars,
+                self.policy.text_chars_per_token,
+                template=sequence.messages > 0,
+            )
+            for sequence in parsed.sequences
+        ], False
 
     async def _price_image(
         self,
@@ -149,6 +266,7 @@ class Pricer:
         body: bytes,
         total: int,
         fetches: dict[int, asyncio.Task[ImageHeader]],
+        vision: VisionRule,
     ) -> ImageCost:
         header: ImageHeader | None = None
         if ref.source is ImageSource.DATA:
@@ -168,11 +286,11 @@ class Pricer:
                 width_px=None,
                 height_px=None,
                 format=None,
-                tokens=self.profile.vision.max_image_tokens(),
+                tokens=vision.max_image_tokens(),
                 assumed_max=True,
             )
         try:
-            tokens = self.profile.vision.image_tokens(header.width_px, header.height_px)
+            tokens = vision.image_tokens(header.width_px, header.height_px)
         except ImageError as exc:
             raise exc.prefixed(f"image {ref.index + 1} of {total}") from None
         return ImageCost(
@@ -184,9 +302,9 @@ class Pricer:
             tokens=tokens,
         )
 
-    def _readable(self, item: MediaItem) -> bool:
+    def _readable(self, item: MediaItem, rule: VideoRule | None) -> bool:
         """Whether the sidecar reads this video's container to price it."""
-        if self.profile.video is None:
+        if rule is None:
             return False
         probing = self.policy.remote_images is RemoteImages.PROBE and self.remote is not None
         return item.source is ImageSource.DATA or (item.source is ImageSource.URL and probing)
@@ -223,8 +341,9 @@ class Pricer:
         number: int,
         total: int,
         reads: dict[int, asyncio.Task[VideoHeader]],
+        rule: VideoRule | None,
     ) -> VideoCost:
-        rule, read = self.profile.video, reads.get(item.index)
+        read = reads.get(item.index)
         if rule is None or read is None:
             return self._allowance(item, number, None, _unread_reason(item, rule is None))
         try:

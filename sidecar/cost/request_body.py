@@ -1,9 +1,10 @@
 """The request fields the sidecar prices, read fast, with the forwarded bytes left alone.
 
-For each inspected route this reads the model, the images and other media, the prompt's
-text, the output-token limit, ``n`` and the streaming flags into a frozen
-:class:`RequestBody`. Nothing here changes the body; :func:`splice` writes new data URIs
-in place, and only when the caller asks.
+For each inspected route this reads the model, the images and other media, the prompts
+(``shapes`` has one reader per body shape), the output-token limit, ``n``, the streaming
+flags and the fields that change how vLLM processes media or renders the template, into a
+frozen :class:`RequestBody`. Nothing here changes the body; :func:`splice` writes new data
+URIs in place, and only when the caller asks.
 
 The fast path: before ``orjson.loads``, ``body_lift`` swaps each data URI and ``"data"``
 string value for a short placeholder, so the parse never walks a multi-megabyte payload;
@@ -22,11 +23,15 @@ Decisions:
   parts are rejected after the parse (orjson itself stops at 1024 levels).
 * An integer field also accepts an integral float, as pydantic's lax mode does, up to
   ``MAX_INT64``: a larger count would overflow the float arithmetic of the metrics.
+* Fields that vLLM refuses unless a server flag is set (``mm_processor_kwargs``,
+  ``media_io_kwargs``, ``chat_template``) are refused with vLLM's message unless the same
+  flag is mirrored in ``BodyPolicy``; when trusted, the pixel range and template they carry
+  are read so that the price follows them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -35,14 +40,43 @@ import orjson
 
 from sidecar.cost.body_lift import lift_strings
 from sidecar.cost.body_lift import splice as splice
+from sidecar.cost.multipart import read_audio_form
+from sidecar.cost.shapes import COMPLETIONS_DEFAULT_MAX_TOKENS as COMPLETIONS_DEFAULT_MAX_TOKENS
+from sidecar.cost.shapes import MAX_INT64 as MAX_INT64
+from sidecar.cost.shapes import READERS, Reading
 from sidecar.errors import InvalidRequestError
-from sidecar.images.refs import ImageRef, MediaItem, RefFinder
-from sidecar.routes import Route
+from sidecar.images.refs import ImageRef, MediaItem, RefFinder, SequenceRef
+from sidecar.routes import BodyShape, Route, Work
 
 DEFAULT_MAX_PARTS = 10_000
 DEFAULT_MAX_DEPTH = 64
-MAX_INT64 = 2**63 - 1  # vLLM's engine carries counts as int64; more overflows our float metrics
-COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's CompletionRequest default when the field is absent
+_STREAMING_SHAPES = frozenset((BodyShape.CHAT, BodyShape.COMPLETIONS))
+# Shapes whose request model has a chat_template field of its own (the others read it only
+# from chat_template_kwargs), and whose add_generation_prompt defaults to true.
+_TEMPLATE_FIELD_SHAPES = frozenset((BodyShape.CHAT, BodyShape.CHAT_BATCH, BodyShape.TOKENIZE,
+    BodyShape.EMBEDDINGS, BodyShape.POOLING, BodyShape.INVOCATIONS))  # fmt: skip
+_GENERATION_PROMPT_SHAPES = frozenset((BodyShape.CHAT, BodyShape.CHAT_BATCH, BodyShape.TOKENIZE,
+    BodyShape.INVOCATIONS))  # fmt: skip
+# Anthropic's request model ignores fields it does not declare, mm_processor_kwargs included.
+_IGNORES_MM_KWARGS = frozenset((BodyShape.MESSAGES, BodyShape.COHERE_CHAT))
+
+
+@dataclass(frozen=True, slots=True)
+class BodyPolicy:
+    """The server flags that decide which request fields vLLM accepts, and the part cap."""
+
+    trust_request_mm_kwargs: bool = False
+    trust_request_chat_template: bool = False
+    max_parts: int = DEFAULT_MAX_PARTS
+    max_depth: int = DEFAULT_MAX_DEPTH
+
+
+@dataclass(frozen=True, slots=True)
+class PixelRange:
+    """A request's own ``mm_processor_kwargs`` pixel bounds (trusted requests only)."""
+
+    min_pixels: int | None
+    max_pixels: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,37 +84,51 @@ class RequestBody:
     """What pricing needs from one request body."""
 
     route: Route
+    work: Work
     model: str | None
     images: tuple[ImageRef, ...]
     media: tuple[MediaItem, ...]
-    text_chars: int  # message, system, tool and prompt text, in characters
-    prompt_token_ids: int  # tokens sent as ids (completions), not as text
-    prompt_count: int  # prompts in a completions batch; 1 otherwise
+    sequences: tuple[SequenceRef, ...]  # each prompt vLLM runs on its own
     max_output_tokens: int | None  # None: vLLM fills the rest of the context
     n: int
     stream: bool
     include_usage: bool  # the stream ends with a usage chunk (always, for Responses/Anthropic)
     skeleton: Mapping[str, Any]  # the parsed body, inline payloads as "<image N>"; read-only
+    pixel_range: PixelRange | None = None  # the request's trusted mm_processor_kwargs
+    chat_template: str | None = None  # the request's trusted template
+
+    @property
+    def text_chars(self) -> int:
+        """Characters of prompt text over all sequences."""
+        return sum(sequence.text_chars for sequence in self.sequences)
+
+    @property
+    def prompt_token_ids(self) -> int:
+        """Tokens sent as ids rather than text, over all sequences."""
+        return sum(sequence.token_ids for sequence in self.sequences)
 
 
 def parse_request_body(
     body: bytes,
     route: Route,
     *,
-    max_parts: int = DEFAULT_MAX_PARTS,
-    max_depth: int = DEFAULT_MAX_DEPTH,
+    policy: BodyPolicy | None = None,
+    content_type: str | None = None,
 ) -> RequestBody:
     """Read ``body`` for ``route``; raises ``InvalidRequestError`` for a body vLLM would refuse."""
-    small, lifts = lift_strings(body, max_parts)
+    policy = policy or BodyPolicy()
+    if route.shape is BodyShape.AUDIO:
+        return _audio(body, route, content_type)
+    small, lifts = lift_strings(body, policy.max_parts)
     try:
         root = orjson.loads(small)
     except orjson.JSONDecodeError:
         root, lifts = _loads(body), {}  # reports the error at its place in the body as sent
     if not isinstance(root, dict):
         raise InvalidRequestError("The request body must be a JSON object")
-    _check_depth(root, max_depth)
-    finder = RefFinder(body, lifts, max_parts=max_parts)
-    max_output_tokens, prompt_token_ids, prompt_count = _READERS[route](root, finder)
+    _check_depth(root, policy.max_depth)
+    finder = RefFinder(body, lifts, max_parts=policy.max_parts)
+    reading: Reading = READERS[route.shape](root, finder)
     if not all(lift.consumed for lift in lifts.values()):
         finder.restore(root)
     model, stream = root.get("model"), root.get("stream")
@@ -88,9 +136,8 @@ def parse_request_body(
         raise InvalidRequestError("'model' must be a string", param="model")
     if stream is not None and not isinstance(stream, bool):
         raise InvalidRequestError("'stream' must be a boolean", param="stream")
-    n, include_usage = 1, bool(stream)
-    if route in (Route.CHAT, Route.COMPLETIONS):
-        n = _positive_int(root, "n") or 1
+    include_usage = bool(stream)
+    if route.shape in _STREAMING_SHAPES:
         options = root.get("stream_options")
         usage = options.get("include_usage") if isinstance(options, dict) else None
         if not isinstance(options, dict | None) or not isinstance(usage, bool | None):
@@ -99,108 +146,120 @@ def parse_request_body(
                 param="stream_options",
             )
         include_usage = bool(stream and usage)
+    if route.shape in _GENERATION_PROMPT_SHAPES and "messages" in root:
+        _check_generation_prompt(root)
     return RequestBody(
         route=route,
+        work=reading.work or route.work,
         model=model,
         images=tuple(finder.images),
         media=tuple(finder.media),
-        text_chars=finder.text_chars,
-        prompt_token_ids=prompt_token_ids,
-        prompt_count=prompt_count,
-        max_output_tokens=max_output_tokens,
-        n=n,
+        sequences=reading.sequences,
+        max_output_tokens=reading.max_output_tokens,
+        n=reading.n,
         stream=bool(stream),
         include_usage=include_usage,
         skeleton=MappingProxyType(root),
+        pixel_range=None if route.shape in _IGNORES_MM_KWARGS else _pixel_range(root, policy),
+        chat_template=_chat_template(root, policy, own_field=route.shape in _TEMPLATE_FIELD_SHAPES),
     )
 
 
-def _chat(root: dict[str, Any], finder: RefFinder) -> tuple[int | None, int, int]:
-    finder.chat_messages(_list(root, "messages"))
-    finder.json_text(root.get("tools"))
-    limit = _positive_int(root, "max_completion_tokens")
-    return (limit if limit is not None else _positive_int(root, "max_tokens")), 0, 1
+def _audio(body: bytes, route: Route, content_type: str | None) -> RequestBody:
+    form = read_audio_form(body, content_type)
+    sequence = SequenceRef(
+        text_chars=len(form.prompt),
+        text_bytes=len(form.prompt.encode("utf-8", "replace")),
+        messages=1,
+        media=(0,),
+    )
+    audio = MediaItem("audio", 0, form.source)
+    return RequestBody(
+        route=route,
+        work=route.work,
+        model=form.model,
+        images=(),
+        media=(audio,),
+        sequences=(sequence,),
+        max_output_tokens=form.max_completion_tokens,
+        n=1,
+        stream=form.stream,
+        include_usage=form.stream,
+        skeleton=MappingProxyType({}),
+    )
 
 
-def _completions(root: dict[str, Any], finder: RefFinder) -> tuple[int | None, int, int]:
-    prompt, token_ids, count = root.get("prompt"), 0, 1
-    if isinstance(prompt, str):
-        finder.text(root, "prompt", "prompt")
-    elif isinstance(prompt, list) and prompt and _is_int(prompt[0]):
-        token_ids = len(prompt)  # one prompt, as token ids
-    elif isinstance(prompt, list):  # a batch: strings or lists of token ids
-        finder.count_parts(len(prompt), "prompt")
-        count = max(len(prompt), 1)
-        for i, each in enumerate(prompt):
-            if isinstance(each, list):
-                token_ids += len(each)
-            elif isinstance(each, str):
-                finder.text(prompt, i, "prompt")
-            else:
+_MM_KWARGS_REFUSED = (
+    "Per-request {field} are disabled by default because they can change multimodal "
+    "{what} resource usage. Start the server with --trust-request-mm-kwargs only when "
+    "clients are trusted. (parameter={field})"
+)
+
+
+def _pixel_range(root: dict[str, Any], policy: BodyPolicy) -> PixelRange | None:
+    """vLLM's ``validate_request_mm_kwargs``, then the pixel bounds a trusted request sets."""
+    kwargs, media_io = root.get("mm_processor_kwargs"), root.get("media_io_kwargs")
+    if not policy.trust_request_mm_kwargs:
+        for field, value, what in (
+            ("mm_processor_kwargs", kwargs, "preprocessing"),
+            ("media_io_kwargs", media_io, "media loading"),
+        ):
+            if value:
                 raise InvalidRequestError(
-                    "Each prompt must be a string or token ids", param="prompt"
+                    _MM_KWARGS_REFUSED.format(field=field, what=what), param=field
                 )
-    elif prompt is not None:
-        raise InvalidRequestError("'prompt' must be a string or a list", param="prompt")
-    if "max_tokens" not in root:
-        return COMPLETIONS_DEFAULT_MAX_TOKENS, token_ids, count
-    return _positive_int(root, "max_tokens"), token_ids, count
+        return None
+    if not isinstance(kwargs, dict) or not kwargs:
+        return None
+    size = kwargs.get("size")
+    size = size if isinstance(size, dict) else {}
+    bounds = [kwargs.get("min_pixels", size.get("shortest_edge")),
+              kwargs.get("max_pixels", size.get("longest_edge"))]  # fmt: skip
+    for bound in bounds:
+        if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool)):
+            raise InvalidRequestError(
+                "mm_processor_kwargs pixel bounds must be integers", param="mm_processor_kwargs"
+            )
+    if bounds == [None, None]:
+        return None
+    return PixelRange(bounds[0], bounds[1])
 
 
-def _responses(root: dict[str, Any], finder: RefFinder) -> tuple[int | None, int, int]:
-    if isinstance(root.get("input"), list):
-        finder.responses_input(root["input"])
-    elif isinstance(root.get("input"), str):
-        finder.text(root, "input", "input")
-    else:
-        raise InvalidRequestError("'input' must be a string or a list of items", param="input")
-    finder.text(root, "instructions", "instructions")
-    finder.json_text(root.get("tools"))
-    return _positive_int(root, "max_output_tokens"), 0, 1
+def _chat_template(root: dict[str, Any], policy: BodyPolicy, *, own_field: bool) -> str | None:
+    """The request's own template, refused as vLLM refuses it without the flag."""
+    kwargs = root.get("chat_template_kwargs")
+    template = root.get("chat_template") if own_field else None
+    if template is None and isinstance(kwargs, dict):
+        template = kwargs.get("chat_template")
+    if template is None:
+        return None
+    if not policy.trust_request_chat_template:
+        raise InvalidRequestError(
+            "Chat template is passed with request, but --trust-request-chat-template is not "
+            "set. Refused request with untrusted chat template."
+        )
+    if not isinstance(template, str):
+        raise InvalidRequestError("'chat_template' must be a string", param="chat_template")
+    return template
 
 
-def _messages(root: dict[str, Any], finder: RefFinder) -> tuple[int | None, int, int]:
-    messages = _list(root, "messages")
-    finder.anthropic_blocks(root, "system", "system")
-    finder.count_parts(len(messages), "messages")
-    for message in messages:
-        if not isinstance(message, dict):
-            raise InvalidRequestError("Each message must be an object", param="messages")
-        finder.anthropic_blocks(message, "content", "messages")
-    finder.json_text(root.get("tools"))
-    return _positive_int(root, "max_tokens"), 0, 1
+_BOTH_PROMPTS = "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
+_INCOMPATIBLE_PROMPTS = (
+    "continue_final_message and add_generation_prompt are not compatible. Use "
+    "continue_final_message when you want the model to continue the final message, and "
+    "add_generation_prompt when you want to add a header that will prompt it to start a new "
+    "assistant message instead."
+)
 
 
-_READERS: dict[Route, Callable[[dict[str, Any], RefFinder], tuple[int | None, int, int]]] = {
-    Route.CHAT: _chat,
-    Route.COMPLETIONS: _completions,
-    Route.RESPONSES: _responses,
-    Route.MESSAGES: _messages,
-}
-
-
-def _list(root: dict[str, Any], key: str) -> list[Any]:
-    value = root.get(key)
-    if not isinstance(value, list):
-        raise InvalidRequestError(f"'{key}' must be a list", param=key)
-    return value
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _positive_int(root: dict[str, Any], key: str) -> int | None:
-    value = root.get(key)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if value is not None and not _is_int(value):
-        raise InvalidRequestError(f"'{key}' must be an integer", param=key)
-    if value is not None and value < 1:
-        raise InvalidRequestError(f"{key} must be at least 1, got {value}.", param=key)
-    if value is not None and value > MAX_INT64:
-        raise InvalidRequestError(f"{key} must be at most {MAX_INT64}.", param=key)
-    return value
+def _check_generation_prompt(root: dict[str, Any]) -> None:
+    """vLLM's check, then transformers' (``add_generation_prompt`` defaults to true)."""
+    if not root.get("continue_final_message"):
+        return
+    if root.get("add_generation_prompt"):
+        raise InvalidRequestError(_BOTH_PROMPTS)
+    if "add_generation_prompt" not in root:
+        raise InvalidRequestError(_INCOMPATIBLE_PROMPTS)
 
 
 def _loads(body: bytes) -> Any:

@@ -106,8 +106,8 @@ class PromptCounter:
             context["tools"] = skeleton["tools"]
         try:
             rendered = self.template.render(**context)
-        except jinja2.TemplateError as exc:
-            raise ChatTemplateError(str(exc)) from exc
+        except Exception as exc:  # a template meets shapes it never expected: estimate instead
+            raise ChatTemplateError(f"{type(exc).__name__}: {exc}") from exc
         total, placeholders = self._count(rendered)
         if placeholders != len(images):
             raise ChatTemplateError(

@@ -1,4 +1,4 @@
-"""Width, height, format and frame count of one image, read from its header bytes only.
+"""Width, height and format of one image, read from its header bytes only.
 
 The public probe: one entry point per way a client sends an image (raw bytes, base64, a data
 URL, a file), each wrapping it in a ``byte_sources`` reader and handing that to the
@@ -19,9 +19,9 @@ Invariants:
 * ``max_image_pixels`` is ours, checked on the header's size; Pillow's global
   ``MAX_IMAGE_PIXELS`` is left alone (see ``headers.pillow``).
 
-JPEG, PNG, GIF, WebP and AVIF headers are read by hand-written parsers; BMP, TIFF, HEIF, ICO,
-PSD, JPEG 2000 and anything the parsers find unusual are opened lazily by Pillow itself, over
-the same on-demand source (``headers``).
+JPEG, PNG, GIF, WebP and AVIF headers are read by hand-written parsers; every other format
+vLLM 0.33 opens (BMP, TIFF, ICO, PSD, JPEG 2000, TGA, PPM, QOI, ...) and anything the parsers
+find unusual is opened lazily by Pillow itself, over the same on-demand source (``headers``).
 
 Known difference from vLLM: a PNG ``eXIf`` chunk placed after the pixel data is not seen
 (vLLM's ``exif_transpose`` finds it only after loading the pixels).
@@ -69,7 +69,6 @@ class ImageHeader:
     width_px: int
     height_px: int
     format: str  # Pillow's format name
-    frame_count: int | None  # None where counting frames means reading the whole file
     exif_orientation: int = 1  # the orientation exif_transpose applies, 1 to 8
 
     @property
@@ -126,7 +125,7 @@ def _probe(source: ByteSource, max_image_pixels: int) -> ImageHeader:
 
 
 def _oriented(stored: StoredHeader, max_image_pixels: int) -> ImageHeader:
-    fmt, width, height, frames, orientation = stored
+    fmt, width, height, orientation = stored
     orientation = orientation if 1 <= orientation <= 8 else 1
     if width <= 0 or height <= 0:
         raise EmptyImageError(
@@ -138,5 +137,5 @@ def _oriented(stored: StoredHeader, max_image_pixels: int) -> ImageHeader:
             f"limit of {max_image_pixels:,}; downscale it before sending"
         )
     if orientation >= 5:
-        return ImageHeader(height, width, fmt, frames, orientation)
-    return ImageHeader(width, height, fmt, frames, orientation)
+        return ImageHeader(height, width, fmt, orientation)
+    return ImageHeader(width, height, fmt, orientation)

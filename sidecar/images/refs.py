@@ -93,6 +93,39 @@ class MediaItem:
     uuid: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SequenceRef:
+    """One prompt vLLM runs on its own (a conversation, a batch prompt, a scored pair):
+    its text and message counts, token ids sent as ids, and which images and media it holds."""
+
+    text_chars: int = 0
+    text_bytes: int = 0  # UTF-8 bytes: non-Latin scripts take more tokens per character
+    messages: int = 0
+    token_ids: int = 0
+    images: tuple[int, ...] = ()
+    media: tuple[int, ...] = ()
+
+    def __add__(self, other: SequenceRef) -> SequenceRef:
+        """One prompt made of both (a query and one document it is scored with)."""
+        return SequenceRef(
+            self.text_chars + other.text_chars,
+            self.text_bytes + other.text_bytes,
+            self.messages + other.messages,
+            self.token_ids + other.token_ids,
+            self.images + other.images,
+            self.media + other.media,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    text_chars: int
+    text_bytes: int
+    messages: int
+    images: int
+    media: int
+
+
 @dataclass(slots=True)
 class Lift:
     """A JSON string taken out of the body before parsing: its content is ``body[start:end]``."""
@@ -121,12 +154,40 @@ class RefFinder:
         self.images: list[ImageRef] = []
         self.media: list[MediaItem] = []
         self.text_chars = 0
+        self.text_bytes = 0
+        self.messages = 0
+
+    def mark(self) -> _Mark:
+        """Where the next sequence starts."""
+        return _Mark(
+            self.text_chars, self.text_bytes, self.messages, len(self.images), len(self.media)
+        )
+
+    def since(self, mark: _Mark, *, token_ids: int = 0) -> SequenceRef:
+        """Everything found since ``mark``, as one sequence."""
+        return SequenceRef(
+            text_chars=self.text_chars - mark.text_chars,
+            text_bytes=self.text_bytes - mark.text_bytes,
+            messages=self.messages - mark.messages,
+            token_ids=token_ids,
+            images=tuple(range(mark.images, len(self.images))),
+            media=tuple(range(mark.media, len(self.media))),
+        )
 
     def chat_messages(self, messages: list[Any], param: str = "messages") -> None:
         self.count_parts(len(messages), param)
+        self.messages += len(messages)
         for message in messages:
             if not isinstance(message, dict):
                 raise InvalidRequestError("Each message must be an object", param=param)
+            if message.get("content", "") is None and message.get("role") != "assistant":
+                # vLLM renders an assistant's null content as empty; for every other role its
+                # request model has no null content, and it answers 400.
+                raise InvalidRequestError(
+                    f"a {message.get('role')!s} message's 'content' must be a string or a list "
+                    "of parts, not null (only an assistant message may have null content)",
+                    param=param,
+                )
             self.content(message, param)
             reasoning = "reasoning" if message.get("reasoning") else "reasoning_content"
             self.text(message, reasoning, param)
@@ -149,6 +210,7 @@ class RefFinder:
                 raise InvalidRequestError("Each input item must be an object", param="input")
             kind = item.get("type")
             if "role" in item or kind == "message":
+                self.messages += 1
                 self.content(item, "input")
             elif kind == "function_call":
                 self.text(item, "name", "input")
@@ -194,13 +256,32 @@ class RefFinder:
         if lift is not None:
             lift.consumed = True
             holder[key] = value = lift.text(self._body)
+        self._count_text(value)
+
+    def _count_text(self, value: str) -> None:
         self.text_chars += len(value)
+        self.text_bytes += len(value) if value.isascii() else len(value.encode("utf-8", "replace"))
 
     def json_text(self, value: Any) -> None:
         """Count structured text (tool definitions, tool calls) by its JSON length."""
         if isinstance(value, dict | list):
             self.restore(value)
-            self.text_chars += len(orjson.dumps(value).decode())
+            self._count_text(orjson.dumps(value).decode())
+
+    def media_value(
+        self, holder: dict[str, Any] | list[Any], key: Any, modality: str, param: str
+    ) -> None:
+        """A bare URL or data URI at ``holder[key]`` (a Cohere ``images`` list, a flat
+        ``content_parts`` entry, a SageMaker-style media URL list)."""
+        value = holder.get(key) if isinstance(holder, dict) else holder[key]
+        if not isinstance(value, str):
+            raise InvalidRequestError(f"'{param}' must hold URL strings", param=param)
+        if isinstance(holder, list):
+            box = {"url": value}
+            self._add(modality, box, "url", None, param=param)
+            holder[key] = box["url"]
+        else:
+            self._add(modality, holder, key, None, param=param)
 
     def restore(self, node: dict[str, Any] | list[Any]) -> None:
         """Put back every lifted string under ``node`` (depth is already bounded)."""

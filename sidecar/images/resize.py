@@ -27,8 +27,8 @@ Output format, by source::
     PNG                       PNG      compress_level 1: 1.5-5x faster than 6, 5-15 % larger
     WebP lossy / lossless     WebP     quality ``jpeg_quality`` method 0 / lossless effort 0
     GIF (frame 0: vLLM's)     PNG      a palette cannot be resized; PNG keeps it lossless
-    BMP, TIFF, ICO, PSD, J2K  PNG      lossless sources stay lossless
-    HEIF, AVIF                JPEG     PNG when there is alpha; their encoders are 100x slower
+    every other format        PNG      lossless sources stay lossless (BMP, TIFF, TGA, ...)
+    AVIF                      JPEG     PNG when there is alpha; its encoder is 100x slower
 
 Modes: RGB, RGBA, L and LA are kept (vLLM composites alpha on white itself, so alpha stays);
 palette and other images with transparency become RGBA (LA when grey), "1" becomes L, and
@@ -62,6 +62,7 @@ from PIL import (
 )
 
 from sidecar.errors import ImageError, ImageTooLargeError, NotAnImageError, TruncatedImageError
+from sidecar.images.headers.pillow import ALLOWED_IMAGE_FORMATS
 from sidecar.images.probe import DEFAULT_MAX_IMAGE_PIXELS, probe_bytes
 
 PNG_COMPRESS_LEVEL = 1
@@ -71,9 +72,9 @@ REDUCING_GAP = 3.0  # Pillow: box-reduce first when shrinking 3x or more; indist
 _NO_LIMIT = 1 << 62  # the probe reads the size; the limit below depends on the format
 _REDUCIBLE = frozenset({"JPEG", "MPO"})  # formats that Image.draft decodes at 1/2, 1/4 or 1/8
 _Factory = Callable[[IO[bytes], str], ImageFile.ImageFile]
+Image.init()  # every plugin registered, so that each allowed format has its opener
 _FACTORIES: dict[str, _Factory] = {  # every format ``probe`` accepts
-    **{name: Image.OPEN[name][0] for name in ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")},
-    **{name: Image.OPEN[name][0] for name in ("AVIF", "ICO", "PSD", "JPEG2000")},
+    **{name: Image.OPEN[name][0] for name in ALLOWED_IMAGE_FORMATS if name in Image.OPEN},
     "MPO": Image.OPEN["JPEG"][0],
 }
 _MEDIA_TYPES = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
@@ -121,7 +122,7 @@ def downscale_image(
     if width_px < 1 or height_px < 1:
         raise ValueError(f"target size {width_px}x{height_px} is empty")
     header = probe_bytes(raw, max_image_pixels=_NO_LIMIT)  # refuses what is no image
-    factory = _heif_factory() if header.format == "HEIF" else _FACTORIES.get(header.format)
+    factory = _FACTORIES.get(header.format)
     if factory is None:
         raise NotAnImageError(f"{header.format} images cannot be downscaled")
     size = (header.width_px, header.height_px)
@@ -148,13 +149,6 @@ def downscale_image(
         raise NotAnImageError(f"the image data is corrupt and cannot be decoded: {exc}") from exc
     lossless = source_format == "WEBP" and _webp_is_lossless(raw)
     return _encode(image, source_format, icc_profile, lossless=lossless, quality=jpeg_quality)
-
-
-def _heif_factory() -> _Factory:
-    import pillow_heif  # here, as in probe: libheif loads once a HEIF image arrives
-
-    factory: _Factory = pillow_heif.HeifImageFile
-    return factory
 
 
 def _decode(
@@ -187,7 +181,7 @@ _TRUNCATION_WORDS = ("truncat", "end of file", "only got", "no more images")
 
 
 def _is_truncation(raw: bytes, exc: Exception) -> bool:
-    """Pillow and libheif say "ends early" in many ways; a RIFF (WebP) states its own length."""
+    """Pillow says "ends early" in many ways; a RIFF (WebP) states its own length."""
     riff_short = raw[:4] == b"RIFF" and int.from_bytes(raw[4:8], "little") + 8 > len(raw)
     text = str(exc).lower()
     return isinstance(exc, EOFError) or riff_short or any(w in text for w in _TRUNCATION_WORDS)
@@ -226,9 +220,7 @@ def _encode(
         output = "WEBP"
         options |= {"lossless": True, "quality": 0, "method": 0} if lossless else {}
         options |= {} if lossless else {"quality": quality, "method": 0}
-    elif source_format == "JPEG" or (
-        source_format in ("HEIF", "AVIF") and image.mode in ("RGB", "L")
-    ):
+    elif source_format == "JPEG" or (source_format == "AVIF" and image.mode in ("RGB", "L")):
         output = "JPEG"
         options |= {"quality": quality, "optimize": False, "progressive": False}
     else:

@@ -43,7 +43,7 @@ ERROR_TOKEN_BUCKETS = tuple(
     sorted({-float(2**i) for i in range(13)} | {0.0} | {float(2**i) for i in range(13)})
 )
 
-IMAGE_FORMATS = ("jpeg", "png", "webp", "gif", "bmp", "tiff", "avif", "heif", "other", "unknown")
+IMAGE_FORMATS = ("jpeg", "png", "webp", "gif", "bmp", "tiff", "avif", "other", "unknown")
 IMAGE_SOURCES = ("data", "url", "cached")
 # Container families by FFmpeg demuxer; "unknown": never read, priced at the allowance.
 VIDEO_FORMATS = ("mp4", "matroska", "avi", "mpegts", "other", "unknown")
@@ -54,6 +54,21 @@ _VIDEO_DEMUXERS = {
     "mpegts": "mpegts",
 }
 UPSTREAM_ERROR_KINDS = ("connect", "timeout", "reset", "status_5xx")
+# (path kind, action) of requests the sidecar does not price, as the router handles them.
+UNINSPECTED_OUTCOMES = (
+    ("passed", "forwarded"),
+    ("metrics", "forwarded"),
+    ("unknown", "forwarded"),
+    ("unknown", "refused"),
+    ("admin", "forwarded"),
+    ("admin", "refused"),
+    ("unpriceable", "forwarded"),
+    ("unpriceable", "refused"),
+    ("ambiguous", "forwarded"),
+    ("ambiguous", "refused"),
+    ("redirect", "answered"),
+    ("inspected", "forwarded"),  # a method other than POST on an inspected path
+)
 BUDGET_NAMES = (
     "max_images_per_request",
     "max_image_pixels",

@@ -11,6 +11,7 @@ prompt budget learnt from vLLM; a budget of 0 means unlimited.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ from sidecar.observe.labels import (
     PIXEL_BUCKETS,
     PREFIX,
     TOKEN_BUCKETS,
+    UNINSPECTED_OUTCOMES,
     UPSTREAM_ERROR_KINDS,
     UPSTREAM_SECONDS_BUCKETS,
     VALID_OUTCOMES,
@@ -226,6 +228,13 @@ class Metrics:
             route,
             UPSTREAM_SECONDS_BUCKETS,
         )
+        self.uninspected_requests = counter(
+            "uninspected_requests_total",
+            "Requests not priced, by what their path is (passed, metrics, admin, unknown, "
+            "unpriceable, ambiguous, redirect) and what was done (forwarded, refused, "
+            "answered).",
+            ("model", "kind", "action"),
+        )
         self.upstream_errors = counter(
             "upstream_errors_total", "Failures talking to vLLM, by kind.", ("model", "kind")
         )
@@ -267,6 +276,10 @@ class Metrics:
             (video_format, source): self.videos.labels(model, video_format, source)
             for video_format in VIDEO_FORMATS
             for source in IMAGE_SOURCES
+        }
+        self._uninspected = {
+            (kind, action): self.uninspected_requests.labels(model, kind, action)
+            for kind, action in UNINSPECTED_OUTCOMES
         }
         self._upstream_errors = {
             kind: self.upstream_errors.labels(model, kind) for kind in UPSTREAM_ERROR_KINDS
@@ -334,6 +347,16 @@ class Metrics:
         if child is None:
             child = self._videos[video_format, source] = self.videos.labels(
                 self.model, video_format, source
+            )
+        return child
+
+    def uninspected(self, kind: str, action: str) -> Counter:
+        """The ``uninspected_requests_total`` child for a path kind and an action."""
+        key = (kind, action)
+        child = self._uninspected.get(key)
+        if child is None:
+            child = self._uninspected[key] = self.uninspected_requests.labels(
+                self.model, kind, action
             )
         return child
 
@@ -405,3 +428,30 @@ def _budget_reader(budgets: Callable[[], Budgets], name: str) -> Callable[[], fl
         return float(value or 0)
 
     return read
+
+
+def observe_all(histogram: Histogram, values: list[int] | list[float]) -> None:
+    """``histogram.observe`` of each value, in one pass per bucket for a long list.
+
+    A request may carry thousands of images; observing them one at a time costs about 3 us
+    each, on the event loop. prometheus_client has no bulk observe, so its child's buckets
+    are counted directly where they look as expected, else one value at a time.
+    """
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if len(values) < _BULK_MIN_VALUES or bounds is None or buckets is None or total is None:
+        for value in values:
+            histogram.observe(value)
+        return
+    ordered = sorted(values)
+    start = 0
+    for bound, bucket in zip(bounds, buckets, strict=True):
+        end = bisect.bisect_right(ordered, bound, lo=start)
+        if end > start:
+            bucket.inc(end - start)
+        start = end
+    total.inc(sum(ordered))
+
+
+_BULK_MIN_VALUES = 16

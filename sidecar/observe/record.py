@@ -8,6 +8,7 @@ and records the same facts in Prometheus and in the ``request.finished`` event.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ import structlog
 from sidecar.admission.decision import Decision, Downscale, Reason, Reject, Verdict
 from sidecar.cost.prediction import RequestPrediction
 from sidecar.observe.labels import image_format_label, video_format_label
-from sidecar.observe.metrics import Metrics
+from sidecar.observe.metrics import Metrics, observe_all
 from sidecar.observe.usage import Usage
 from sidecar.routes import Route
 
@@ -103,11 +104,12 @@ class RequestRecord:
             series.prompt_tokens.observe(priced.prompt_tokens)
             series.kv_bytes.observe(priced.kv_bytes)
             series.images.observe(len(priced.images))
-            for image in priced.images:
-                metrics.image_tokens_child.observe(image.tokens.tokens)
-                if image.pixels:
-                    metrics.image_pixels_child.observe(image.pixels)
-                metrics.image_counter(image_format_label(image.format), image.source).inc()
+            images = priced.images
+            observe_all(metrics.image_tokens_child, [image.tokens.tokens for image in images])
+            observe_all(metrics.image_pixels_child, [i.pixels for i in images if i.pixels])
+            counts = Counter((image_format_label(i.format), i.source) for i in images)
+            for (label, source), count in counts.items():
+                metrics.image_counter(label, source).inc(count)
             for video in priced.videos:
                 metrics.video_tokens_child.observe(video.tokens.tokens)
                 header = video.header
@@ -187,17 +189,36 @@ class RequestRecord:
         return fields
 
 
+# Items described one by one in the log line; past these, a summary keeps the line far under
+# the 16 KiB at which Docker's json-file driver splits lines (the traffic log keeps them all).
+LOGGED_ITEMS = 8
+
+
 def _image_fields(prediction: RequestPrediction) -> list[dict[str, Any]]:
-    return [
+    images = prediction.images
+    fields: list[dict[str, Any]] = [
         {"size": f"{i.width_px}x{i.height_px}" if i.width_px else None,
          "format": i.format, "source": i.source, "tokens": i.tokens.tokens}
-        for i in prediction.images
+        for i in images[:LOGGED_ITEMS]
     ]  # fmt: skip
+    if len(images) > LOGGED_ITEMS:
+        rest = images[LOGGED_ITEMS:]
+        formats = sorted({str(image.format) for image in rest})
+        fields.append(
+            {
+                "more_images": len(rest),
+                "tokens": sum(image.tokens.tokens for image in rest),
+                "largest_pixels": max(image.pixels for image in rest),
+                "formats": formats[:LOGGED_ITEMS],
+            }
+        )
+    return fields
 
 
 def _video_fields(prediction: RequestPrediction) -> list[dict[str, Any]]:
-    fields = []
-    for video in prediction.videos:
+    fields: list[dict[str, Any]] = []
+    videos = prediction.videos
+    for video in videos[:LOGGED_ITEMS]:
         header = video.header
         entry: dict[str, Any] = {
             "source": video.source,
@@ -217,6 +238,9 @@ def _video_fields(prediction: RequestPrediction) -> list[dict[str, Any]]:
         else:
             entry["allowance_reason"] = video.allowance_reason
         fields.append(entry)
+    if len(videos) > LOGGED_ITEMS:
+        rest = videos[LOGGED_ITEMS:]
+        fields.append({"more_videos": len(rest), "tokens": sum(v.tokens.tokens for v in rest)})
     return fields
 
 

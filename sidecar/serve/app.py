@@ -23,14 +23,12 @@ from sidecar.admission.saturation import SaturationGate
 from sidecar.cost.pricer import Pricer, PricingPolicy
 from sidecar.cost.text_tokens import PromptCounter
 from sidecar.engine import EngineFacts, EngineWatcher, budgets_after, cache_dtype_differs
-from sidecar.errors import UpstreamError
 from sidecar.images.addresses import IPAddress, is_public_address
 from sidecar.images.remote import RemoteImagePolicy, RemoteImageProber
 from sidecar.images.resolver import Resolver
 from sidecar.observe.log import get_logger
 from sidecar.observe.metrics import Metrics
 from sidecar.profiles import ModelProfile, ProfileOverrides, load_profile
-from sidecar.routes import Route
 from sidecar.serve.keys import (
     BUDGETS,
     DRAIN,
@@ -47,9 +45,8 @@ from sidecar.serve.keys import (
     Drain,
     EngineView,
 )
-from sidecar.serve.proxy import handle_inspected
-from sidecar.serve.relay import Forward, Upstream, forwardable_headers, relay, stream_request_body
-from sidecar.serve.responses import response_for_error
+from sidecar.serve.relay import Upstream
+from sidecar.serve.router import dispatch, expect_continue
 from sidecar.settings import Mode, RemoteImages, Settings
 
 READINESS_TIMEOUT_SECONDS = 2.0
@@ -137,9 +134,8 @@ def make_app(
 
     app.cleanup_ctx.append(_upstream_session)
     app.cleanup_ctx.append(_engine_watcher)
-    for route in Route:
-        app.router.add_post(route.path, handle_inspected)
-    app.router.add_route("*", "/{tail:.*}", handle_passthrough)
+    # One route for every path: ``router`` reads the raw path as vLLM's server would.
+    app.router.add_route("*", "/{tail:.*}", dispatch, expect_handler=expect_continue)
     return app
 
 
@@ -212,24 +208,6 @@ def apply_engine_facts(app: web.Application, facts: EngineFacts) -> None:
         )
     budgets.current = updated
     app[SATURATION].update(facts.kv_cache_usage_perc, facts.num_requests_waiting)
-
-
-async def handle_passthrough(request: web.Request) -> web.StreamResponse:
-    """Any other method and path: forwarded and relayed unchanged."""
-    upstream = request.app[UPSTREAM]
-    extra = {}
-    if request.content_length is not None:
-        extra["Content-Length"] = str(request.content_length)
-    forward = Forward(
-        url=upstream.url(request.path_qs),
-        body=stream_request_body(request) if request.body_exists else None,
-        headers=forwardable_headers(request.headers, extra),
-        response_headers={},
-    )
-    try:
-        return (await relay(request, upstream.session, forward)).response
-    except UpstreamError as exc:
-        return response_for_error(exc, anthropic=False)
 
 
 def make_metrics_app(traffic: web.Application, registry: CollectorRegistry) -> web.Application:

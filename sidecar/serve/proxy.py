@@ -15,7 +15,7 @@ from aiohttp import web
 
 from sidecar.admission.decision import Downscale, Reason, Reject, decide
 from sidecar.admission.ledger import Reservation
-from sidecar.cost.request_body import RequestBody, parse_request_body
+from sidecar.cost.request_body import BodyPolicy, RequestBody, parse_request_body
 from sidecar.errors import (
     BodyTooLargeError,
     EngineSaturatedError,
@@ -31,7 +31,7 @@ from sidecar.errors import (
 )
 from sidecar.observe.record import RequestRecord, bind_request
 from sidecar.observe.usage import UsageChunkStripper, UsageTap
-from sidecar.routes import ROUTES_BY_PATH, Route
+from sidecar.routes import Route
 from sidecar.serve.keys import (
     BUDGETS,
     LEDGER,
@@ -47,21 +47,20 @@ from sidecar.serve.keys import (
 from sidecar.serve.relay import Forward, forwardable_headers, relay
 from sidecar.serve.responses import error_response, response_for_error
 from sidecar.serve.rewrite import apply_downscale, with_stream_usage
-from sidecar.settings import Mode, Settings
+from sidecar.settings import DownscaleMethod, Mode, Settings
 
 
-async def handle_inspected(request: web.Request) -> web.StreamResponse:
-    """POST to an inspected route."""
+async def handle_inspected(request: web.Request, route: Route, path_qs: str) -> web.StreamResponse:
+    """A POST to an inspected route; ``path_qs`` is what vLLM is sent (the route's path)."""
     app = request.app
-    route = ROUTES_BY_PATH[request.path]
     request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
     bind_request(request_id)
     record = RequestRecord(request_id, route, shadow=app[SETTINGS].mode is Mode.SHADOW)
     try:
-        return await _serve(request, route, record)
+        return await _serve(request, route, path_qs, record)
     except SidecarError as exc:
         record.reject(reason_for(exc), exc.message, exc.status)
-        return response_for_error(exc, anthropic=route.anthropic, headers=record.response_headers())
+        return response_for_error(exc, api=route.api, headers=record.response_headers())
     except asyncio.CancelledError:
         record.reason = Reason.CLIENT_DISCONNECT
         raise
@@ -72,27 +71,29 @@ async def handle_inspected(request: web.Request) -> web.StreamResponse:
         record.finish(app[METRICS], app[LOGGER])
 
 
-async def _serve(request: web.Request, route: Route, record: RequestRecord) -> web.StreamResponse:
+async def _serve(
+    request: web.Request, route: Route, path_qs: str, record: RequestRecord
+) -> web.StreamResponse:
     app = request.app
-    settings, ledger = app[SETTINGS], app[LEDGER]
+    settings, ledger, pricer = app[SETTINGS], app[LEDGER], app[PRICER]
     shadow = record.shadow
     body = await read_body(request, settings)
     try:
-        parsed = parse_request_body(body, route)
-        prediction = await app[PRICER].price(parsed, body)
+        parsed = await _parse(body, route, settings, request.headers.get("Content-Type"))
+        prediction = await pricer.price(parsed, body)
     except InvalidRequestError as exc:
         if not shadow:
             raise
         # Shadow mode never answers for vLLM: what the sidecar cannot read goes through as sent.
         record.reject(reason_for(exc), exc.message, exc.status)
         async with ledger.reserve(0, settings.queue_timeout_seconds):
-            return await _forward(request, body, None, record, hide_usage=False)
-    profile = app[PROFILE]
+            return await _forward(request, path_qs, body, None, record, hide_usage=False)
+    vision, _ = pricer.rules_for(parsed)
     verdict = decide(
         prediction,
         app[BUDGETS].current,
-        vision=profile.vision,
-        kv=profile.kv,
+        vision=vision,
+        kv=app[PROFILE].kv,
         inflight_kv_bytes=ledger.inflight_bytes,
     )
     record.apply(verdict)
@@ -102,8 +103,9 @@ async def _serve(request: web.Request, route: Route, record: RequestRecord) -> w
                 verdict.status,
                 verdict.message,
                 param=None,
-                anthropic=route.anthropic,
+                api=route.api,
                 retry_after_seconds=verdict.retry_after_seconds,
+                retryable=verdict.retryable,
                 headers=record.response_headers(),
             )
         if isinstance(verdict, Downscale):
@@ -137,9 +139,31 @@ async def _serve(request: web.Request, route: Route, record: RequestRecord) -> w
         record.waited(Reason.ENGINE_SATURATED)
     reservation = await _reserve(request.app, settings, kv_bytes, record)
     try:
-        return await _forward(request, body, parsed, record, hide_usage=hide_usage)
+        return await _forward(request, path_qs, body, parsed, record, hide_usage=hide_usage)
     finally:
         reservation.release()
+
+
+# Bodies larger than this are parsed in a worker thread, so a request with thousands of
+# parts never holds the event loop (the GIL switches threads every few milliseconds).
+_THREADED_PARSE_BYTES = 256 << 10
+
+
+async def _parse(
+    body: bytes, route: Route, settings: Settings, content_type: str | None
+) -> RequestBody:
+    policy = BodyPolicy(
+        # Downscaling through processor kwargs needs vLLM to trust them, so it does here too.
+        trust_request_mm_kwargs=settings.trust_request_mm_kwargs
+        or settings.downscale_method is DownscaleMethod.PROCESSOR_KWARGS,
+        trust_request_chat_template=settings.trust_request_chat_template,
+        max_parts=settings.max_request_parts,
+    )
+    if len(body) < _THREADED_PARSE_BYTES:
+        return parse_request_body(body, route, policy=policy, content_type=content_type)
+    return await asyncio.to_thread(
+        parse_request_body, body, route, policy=policy, content_type=content_type
+    )
 
 
 async def read_body(request: web.Request, settings: Settings) -> bytes:
@@ -193,6 +217,7 @@ async def _reserve(
 
 async def _forward(
     request: web.Request,
+    path_qs: str,
     body: bytes,
     parsed: RequestBody | None,
     record: RequestRecord,
@@ -202,13 +227,14 @@ async def _forward(
     upstream = request.app[UPSTREAM]
     tap = UsageTap(streaming=parsed is not None and parsed.stream)
     forward = Forward(
-        url=upstream.url(request.path_qs),
+        url=upstream.url(path_qs),
         body=body,
         headers=forwardable_headers(request.headers, {"x-request-id": record.request_id}),
         response_headers=record.response_headers(),
         observe=None if hide_usage else tap.feed,
         chunk_filter=UsageChunkStripper(tap) if hide_usage else None,
         anthropic=record.route.anthropic,
+        upstream_origin=upstream.base_url,
     )
     record.upstream_sent_at = time.perf_counter()
     try:

@@ -15,6 +15,7 @@ from typing import Protocol
 import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
 
 from sidecar.errors import UpstreamError, UpstreamTimeoutError
 from sidecar.observe.record import UpstreamOutcome
@@ -57,13 +58,14 @@ class ChunkFilter(Protocol):
 class Forward:
     """One request to send to vLLM, and how to relay its answer."""
 
-    url: str
+    url: URL
     body: bytes | AsyncIterator[bytes] | None
     headers: CIMultiDict[str]
     response_headers: Mapping[str, str]
     observe: ChunkObserver | None = None  # sees each chunk as vLLM sent it
     chunk_filter: ChunkFilter | None = None  # rewrites what the client gets
     anthropic: bool = False  # a broken stream ends with Anthropic's error event
+    upstream_origin: str | None = None  # a Location under it is made relative
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +93,9 @@ class Upstream:
             raise RuntimeError("the upstream session is not open")
         return self._session
 
-    def url(self, path_qs: str) -> str:
-        """vLLM's URL for the same path and query."""
-        return self.base_url + path_qs
+    def url(self, path_qs: str) -> URL:
+        """vLLM's URL for the path and query, sent exactly as given (never re-normalised)."""
+        return URL(self.base_url + path_qs, encoded=True)
 
     def open(self) -> None:
         """Open the session (inside the running event loop)."""
@@ -152,10 +154,11 @@ async def relay(request: web.Request, session: aiohttp.ClientSession, forward: F
     except aiohttp.ClientError as exc:
         raise UpstreamError(f"vLLM is unreachable: {exc!s}") from exc
     async with upstream:
+        headers = forwardable_headers(upstream.headers, forward.response_headers)
+        if forward.upstream_origin is not None:
+            _hide_origin(headers, forward.upstream_origin)
         response = web.StreamResponse(
-            status=upstream.status,
-            reason=upstream.reason,
-            headers=forwardable_headers(upstream.headers, forward.response_headers),
+            status=upstream.status, reason=upstream.reason, headers=headers
         )
         if (
             upstream.content_length is not None
@@ -180,6 +183,14 @@ async def relay(request: web.Request, session: aiohttp.ClientSession, forward: F
         error=error,
     )
     return Relayed(response, outcome)
+
+
+def _hide_origin(headers: CIMultiDict[str], origin: str) -> None:
+    """A redirect vLLM builds from the Host it was sent names the pod-internal address:
+    answer with the same path, relative, so a client follows it back through the sidecar."""
+    location = headers.get("Location")
+    if location is not None and location.startswith(origin + "/"):
+        headers["Location"] = location[len(origin) :]
 
 
 @dataclass(slots=True)

@@ -1,21 +1,50 @@
 """The one place that turns a failure into an HTTP answer, in the client's API shape.
 
 OpenAI routes get vLLM's body, ``{"error": {"message", "type", "param", "code"}}`` with
-the HTTP status equal to ``code``. ``/v1/messages`` gets Anthropic's,
-``{"type": "error", "error": {"type", "message"}}``, with vLLM's status-to-type map.
+the HTTP status equal to ``code`` and ``type`` named as vLLM names its errors. Anthropic
+routes get Anthropic's, ``{"type": "error", "error": {"type", "message"}}``, with vLLM's
+status-to-type map; Cohere routes get Cohere's, ``{"message", "id"}``, as vLLM's Cohere
+middleware rewrites them. Whether a client should retry is said in headers the official SDKs
+read: ``Retry-After`` on a 429 that may succeed later, ``x-should-retry: false`` on an
+answer no retry can change.
 """
 
 from __future__ import annotations
 
+import re
 from http import HTTPStatus
 
 import orjson
 from aiohttp import web
 
-from sidecar.errors import OverloadedError, RequestTimeoutError, SidecarError
+from sidecar.errors import (
+    LargerThanBudgetError,
+    OverloadedError,
+    RequestTimeoutError,
+    SidecarError,
+)
+from sidecar.routes import ApiShape
 
+# vLLM's own names where it answers with the status; the same style where it never does.
+ERROR_TYPES = {
+    400: "BadRequestError",
+    403: "PermissionDeniedError",
+    404: "NotFoundError",
+    408: "RequestTimeoutError",
+    413: "RequestTooLargeError",
+    422: "UnprocessableEntityError",
+    429: "RateLimitError",
+    500: "InternalServerError",
+    501: "NotImplementedError",
+    502: "BadGatewayError",
+    503: "ServiceUnavailableError",
+    504: "GatewayTimeoutError",
+}
+# vLLM's ``_ANTHROPIC_ERROR_TYPE_BY_STATUS``.
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
     404: "not_found_error",
     413: "request_too_large",
     429: "rate_limit_error",
@@ -24,10 +53,18 @@ _ANTHROPIC_TYPES = {
 
 
 def error_body(
-    status: int, message: str, *, error_type: str, param: str | None, anthropic: bool
+    status: int,
+    message: str,
+    *,
+    error_type: str,
+    param: str | None,
+    api: ApiShape = ApiShape.OPENAI,
+    request_id: str = "",
 ) -> bytes:
     """The JSON error body for one failure."""
-    if anthropic:
+    if api is ApiShape.COHERE:
+        return orjson.dumps({"message": message, "id": request_id})
+    if api is ApiShape.ANTHROPIC:
         kind = _ANTHROPIC_TYPES.get(
             status, "api_error" if status >= 500 else "invalid_request_error"
         )
@@ -38,8 +75,9 @@ def error_body(
 
 
 def error_type_for(status: int) -> str:
-    """vLLM's ``type`` for a status: ``BadRequestError`` for 400, else the HTTP phrase."""
-    return "BadRequestError" if status == HTTPStatus.BAD_REQUEST else HTTPStatus(status).phrase
+    """The ``type`` for a status, as vLLM names its errors."""
+    words = re.findall(r"[A-Za-z]+", HTTPStatus(status).phrase)
+    return ERROR_TYPES.get(status) or "".join(w[:1].upper() + w[1:] for w in words) + "Error"
 
 
 def error_response(
@@ -47,15 +85,18 @@ def error_response(
     message: str,
     *,
     param: str | None = None,
-    anthropic: bool = False,
+    api: ApiShape = ApiShape.OPENAI,
     retry_after_seconds: int | None = None,
+    retryable: bool | None = None,
     headers: dict[str, str] | None = None,
     error_type: str | None = None,
 ) -> web.Response:
-    """An error answer in the route's shape."""
+    """An error answer in the route's shape; ``retryable`` False tells SDKs not to retry."""
     all_headers = dict(headers or {})
     if retry_after_seconds is not None:
         all_headers["Retry-After"] = str(retry_after_seconds)
+    if retryable is not None:
+        all_headers["x-should-retry"] = "true" if retryable else "false"
     return web.Response(
         status=status,
         body=error_body(
@@ -63,7 +104,8 @@ def error_response(
             message,
             error_type=error_type or error_type_for(status),
             param=param,
-            anthropic=anthropic,
+            api=api,
+            request_id=all_headers.get("x-request-id", ""),
         ),
         content_type="application/json",
         headers=all_headers,
@@ -71,15 +113,16 @@ def error_response(
 
 
 def response_for_error(
-    exc: SidecarError, *, anthropic: bool, headers: dict[str, str] | None = None
+    exc: SidecarError, *, api: ApiShape = ApiShape.OPENAI, headers: dict[str, str] | None = None
 ) -> web.Response:
     """The answer for a raised ``SidecarError``."""
     response = error_response(
         exc.status,
         exc.message,
         param=exc.param,
-        anthropic=anthropic,
+        api=api,
         retry_after_seconds=exc.retry_after_seconds if isinstance(exc, OverloadedError) else None,
+        retryable=False if isinstance(exc, LargerThanBudgetError) else None,
         headers=headers,
         error_type=exc.error_type,
     )

@@ -75,7 +75,7 @@ async def test_readiness_flips_when_vllm_stops_and_recovers_without_a_restart_wh
         assert await readiness(session, sidecar) == 503
         reply = await post(session, sidecar, chat(max_tokens=4))
         assert reply.status == 502
-        assert reply.json()["error"]["type"] == "Bad Gateway"
+        assert reply.json()["error"]["type"] == "BadGatewayError"
         assert ledger_is_idle(sidecar)
 
         engine = await start_standin(StandinConfig(served_model_name=QWEN), port=port)

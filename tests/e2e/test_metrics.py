@@ -25,7 +25,7 @@ from tests.support.sidecars import SidecarFactory
 from tests.support.waiting import eventually
 
 README = ROOT / "README.md"
-BOUNDED_LABELS = {"model", "route", "decision", "reason", "format", "source", "kind"}
+BOUNDED_LABELS = {"model", "route", "decision", "reason", "format", "source", "kind", "action"}
 INFO_LABELS = {"model", "family", "source", "vision_rule", "text_tokens", "mode"}
 CHAT = "chat_completions"
 

@@ -393,7 +393,7 @@ async def test_proxy_refuses_a_declared_body_over_max_body_bytes_with_413(
     assert reply.status == 413
     assert reply.json()["error"] == {
         "message": f"request body of {len(raw):,} bytes exceeds SIDECAR_MAX_BODY_BYTES (102,400)",
-        "type": "Request Entity Too Large",
+        "type": "RequestTooLargeError",
         "param": None,
         "code": 413,
     }
@@ -503,22 +503,24 @@ async def test_proxy_answers_429_with_retry_after_when_the_budget_stays_full(
     assert reply.headers["Retry-After"] == "1"
     assert 0.9 < waited < 2.5
     error = reply.json()["error"]
-    assert (error["type"], error["code"]) == ("Too Many Requests", 429)
+    assert (error["type"], error["code"]) == ("RateLimitError", 429)
     assert "after waiting 1 s" in error["message"]
     assert len(standin.requests) == 1
     holder.cancel()
     await eventually(lambda: ledger_is_idle(sidecar))
 
 
-async def test_proxy_answers_429_at_once_for_a_request_larger_than_the_whole_budget(
+async def test_proxy_answers_a_never_retryable_413_at_once_for_a_request_larger_than_the_budget(
     make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
 ) -> None:
     sidecar = await make_sidecar(kv_budget_bytes=TEXT_ONLY_KV, queue_timeout_seconds=30)
     started = time.perf_counter()
     reply = await post(session, sidecar, chat(max_tokens=100))  # 8 blocks, not 6
     assert time.perf_counter() - started < 1
-    assert reply.status == 429
-    assert reply.headers["Retry-After"] == "60"
+    assert reply.status == 413
+    assert reply.headers["x-should-retry"] == "false"
+    assert "Retry-After" not in reply.headers
+    assert reply.json()["error"]["type"] == "RequestTooLargeError"
     assert (
         "more than the whole in-flight budget SIDECAR_KV_BUDGET_BYTES"
         in (reply.json()["error"]["message"])

@@ -136,7 +136,7 @@ async def test_proxy_answers_502_when_the_upstream_refuses_connections(
     if path == MESSAGES:
         assert document["error"]["type"] == "api_error"
     else:
-        assert (document["error"]["type"], document["error"]["code"]) == ("Bad Gateway", 502)
+        assert (document["error"]["type"], document["error"]["code"]) == ("BadGatewayError", 502)
     assert "unreachable" in reply.body.decode()
     assert reply.prediction == expected(output_tokens=64 if path == MESSAGES else 1024)
     assert upstream_errors(sidecar, "connect") == 1
@@ -197,7 +197,7 @@ async def test_proxy_answers_504_when_the_upstream_hangs_past_the_read_timeout(
     reply = await post(session, sidecar, chat(stream=stream), headers=fault("hang"))
     assert 0.3 <= time.perf_counter() - started < 2
     assert reply.status == 504
-    assert reply.json()["error"]["type"] == "Gateway Timeout"
+    assert reply.json()["error"]["type"] == "GatewayTimeoutError"
     assert upstream_errors(sidecar, "timeout") == 1
     assert ledger_is_idle(sidecar)
     await eventually(lambda: standin.counters.in_flight == 0)

@@ -61,7 +61,7 @@ ROUTE_CASES = [
     (CHAT, chat(image_url_part(jpeg_uri(640, 480)), max_tokens=32),
      expected([(640, 480)], output_tokens=32)),
     (COMPLETIONS, _completions(max_tokens=32),
-     expected([], text_chars=len("Once upon a time"), output_tokens=32)),
+     expected([], text_chars=len("Once upon a time"), output_tokens=32, template=False)),
     (RESPONSES, responses({"type": "input_image", "image_url": jpeg_uri(800, 600)},
                           max_output_tokens=32),
      expected([(800, 600)], output_tokens=32)),
@@ -416,7 +416,9 @@ async def test_proxy_reserves_kv_for_the_output_limit_of_each_route_times_n(
         body, chars = chat(**fields), len(PROMPT)
     reply = await post(session, sidecar, body, path)
     assert reply.status == 200, reply.body
-    assert reply.prediction == expected([], text_chars=chars, output_tokens=output_tokens, n=n)
+    assert reply.prediction == expected(
+        [], text_chars=chars, output_tokens=output_tokens, n=n, template=path != COMPLETIONS
+    )
 
 
 # --- bad bodies ---------------------------------------------------------------------------------
@@ -533,13 +535,13 @@ async def test_proxy_answers_bad_messages_bodies_with_400_in_anthropic_shape(
         (
             {"kv_budget_bytes": 1024},
             messages(anthropic_base64(640, 480)),
-            429,
-            "rate_limit_error",
+            413,
+            "request_too_large",
             "SIDECAR_KV_BUDGET_BYTES",
         ),
         ({"upstream_url": "http://127.0.0.1:9"}, messages(), 502, "api_error", "unreachable"),
     ],
-    ids=["budget-400", "too-large-413", "larger-than-kv-budget-429", "unreachable-502"],
+    ids=["budget-400", "too-large-413", "larger-than-kv-budget-413", "unreachable-502"],
 )
 async def test_proxy_answers_sidecar_errors_on_messages_in_anthropic_shape(
     make_sidecar: SidecarFactory,

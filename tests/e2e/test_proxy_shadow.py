@@ -51,7 +51,7 @@ TEXT_ONLY_KV = expected(output_tokens=64)[2]
         ({}, chat(image_url_part(data_uri(b"not an image"))), "reject", "invalid_image"),
     ],
     ids=["would-reject-tokens", "would-reject-count", "would-downscale-resize",
-         "would-downscale-processor-kwargs", "would-reject-429", "would-reject-url",
+         "would-downscale-processor-kwargs", "would-reject-never-fits", "would-reject-url",
          "would-reject-bad-image"],
 )  # fmt: skip
 async def test_shadow_forwards_the_same_bytes_and_labels_the_would_be_decision(

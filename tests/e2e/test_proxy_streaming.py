@@ -143,13 +143,13 @@ async def test_sidecar_observes_usage_on_streamed_responses_and_messages(
          chat(image_url_part(jpeg_uri(640, 480))), None, 200, "downscale", True),
         ({"max_image_tokens": 100}, chat(image_url_part(jpeg_uri(640, 480))), None, 400,
          "reject", True),
-        ({"kv_budget_bytes": 1024}, chat(), None, 429, "reject", True),
+        ({"kv_budget_bytes": 1024}, chat(), None, 413, "reject", True),
         ({}, chat(), "status=503", 503, "admit", True),
         ({"upstream_read_timeout_seconds": 0.2}, chat(), "hang", 504, "reject", True),
         ({}, b"{not json", None, 400, "reject", False),
         ({"max_body_bytes": 10}, chat(), None, 413, "reject", False),
     ],
-    ids=["admit-json", "admit-sse", "downscale", "reject-budget", "reject-429",
+    ids=["admit-json", "admit-sse", "downscale", "reject-budget", "reject-never-fits",
          "upstream-503", "upstream-504", "bad-json", "too-large"],
 )  # fmt: skip
 async def test_proxy_labels_every_inspected_answer_with_its_decision_and_prediction(
@@ -217,7 +217,7 @@ HOP_BY_HOP_REQUEST = {
 async def test_proxy_drops_hop_by_hop_request_headers(
     make_sidecar: SidecarFactory, standin: StandinServer, path: str
 ) -> None:
-    sidecar = await make_sidecar()
+    sidecar = await make_sidecar(unknown_routes="pass")  # /echo is the stand-in's, not vLLM's
     async with (
         aiohttp.ClientSession(skip_auto_headers=("Accept-Encoding",)) as session,
         session.post(
@@ -297,7 +297,7 @@ async def odd_upstream() -> AsyncIterator[Upstream]:
 async def test_proxy_passes_other_paths_through_byte_for_byte(
     make_sidecar: SidecarFactory, odd_upstream: Upstream
 ) -> None:
-    sidecar = await make_sidecar(upstream_url=odd_upstream.url)
+    sidecar = await make_sidecar(upstream_url=odd_upstream.url, unknown_routes="pass")
     payload = bytes(range(256)) * 64
     async with (
         aiohttp.ClientSession(auto_decompress=False) as session,
@@ -350,7 +350,8 @@ async def test_proxy_streams_a_large_body_through_both_ways(
     session: aiohttp.ClientSession,
     chunked: bool,
 ) -> None:
-    sidecar = await make_sidecar(max_body_bytes="1MiB")  # the inspected limit does not apply
+    # The inspected limit does not apply; /echo is the stand-in's own route, not vLLM's.
+    sidecar = await make_sidecar(max_body_bytes="1MiB", unknown_routes="pass")
     block = hashlib.sha256(b"seed").digest() * 32768  # 1 MiB
     payload = block * 24
 

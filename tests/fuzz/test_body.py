@@ -26,7 +26,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sidecar.cost import request_body
-from sidecar.cost.request_body import MAX_INT64, RequestBody, parse_request_body, splice
+from sidecar.cost.request_body import (
+    MAX_INT64,
+    BodyPolicy,
+    RequestBody,
+    parse_request_body,
+    splice,
+)
 from sidecar.errors import InvalidRequestError
 from sidecar.images.refs import ImageSource
 from sidecar.routes import Route
@@ -41,7 +47,7 @@ UNESCAPED_SLASH = re.compile(rb"(?<!\\)((?:\\\\)*)/")  # a "/" not already escap
 def parsed_or_none(raw: bytes, route: Route, **caps: int) -> RequestBody | None:
     """The parse, or None for a 400; any other exception fails the test."""
     try:
-        return parse_request_body(raw, route, **caps)
+        return parse_request_body(raw, route, policy=BodyPolicy(**caps))
     except InvalidRequestError:
         return None
 
@@ -67,7 +73,7 @@ def summary(parsed: RequestBody, raw: bytes) -> tuple[Any, ...]:
         parsed.model,
         parsed.text_chars,
         parsed.prompt_token_ids,
-        parsed.prompt_count,
+        len(parsed.sequences),
         parsed.max_output_tokens,
         parsed.n,
         parsed.stream,
@@ -95,7 +101,7 @@ def test_parse_request_body_answers_any_body_with_a_reading_or_a_400(
     if parsed is None:
         return
     assert isinstance(parsed.skeleton, MappingProxyType)
-    assert min(parsed.n, parsed.prompt_count) >= 1
+    assert min(parsed.n, len(parsed.sequences)) >= 1
     assert min(parsed.text_chars, parsed.prompt_token_ids) >= 0
     assert parsed.max_output_tokens is None or 1 <= parsed.max_output_tokens <= MAX_INT64
     assert [ref.index for ref in parsed.images] == list(range(len(parsed.images)))

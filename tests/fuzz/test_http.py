@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from sidecar.routes import Route
+from sidecar.routes import ApiShape, Route
 from sidecar.serve.server import RunningSidecar, running_sidecar
 from sidecar.settings import Settings
 from sidecar.standin import StandinConfig, StandinServer, run_standin
@@ -111,11 +111,13 @@ def post_blocking(
         connection.close()
 
 
-def assert_error_shape(path: str, status: int, body: bytes) -> None:
+def assert_error_shape(route: Route, status: int, body: bytes) -> None:
     document = orjson.loads(body)
-    if path == "/v1/messages":
+    if route.api is ApiShape.ANTHROPIC:
         assert document["type"] == "error", document
         assert set(document["error"]) == {"type", "message"}
+    elif route.api is ApiShape.COHERE:
+        assert set(document) == {"message", "id"}, document
     else:
         assert set(document["error"]) == {"message", "type", "param", "code"}, document
         assert document["error"]["code"] == status
@@ -140,7 +142,7 @@ def test_sidecar_answers_any_body_with_a_relayed_2xx_or_a_4xx_in_the_routes_shap
         )
         assert status < 500, (status, answer[:300])
         if status >= 400:
-            assert_error_shape(route.path, status, answer)
+            assert_error_shape(route, status, answer)
         assert settled(lambda: ledger_is_idle(live.sidecar)), "the ledger kept a reservation"
         assert settled(lambda: [e["event"] for e in logs].count("request.finished") == 1), [
             e["event"] for e in logs

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from fuzz.images import seeds
 from sidecar.images.refs import ANTHROPIC_BLOCK_TYPES, SUPPORTED_PART_TYPES
-from sidecar.routes import Route
+from sidecar.routes import BodyShape, Route
 
 
 def examples(default: int) -> settings:
@@ -143,6 +143,7 @@ def chat_body() -> st.SearchStrategy[Any]:
         {"messages": maybe(st.lists(maybe(chat_message()), max_size=4))},
         optional={
             **COMMON,
+            **chat_options(),
             "max_tokens": maybe(st.integers(1, 4096)),
             "max_completion_tokens": maybe(st.integers(1, 4096)),
             "tools": JUNK,
@@ -228,12 +229,126 @@ def messages_body() -> st.SearchStrategy[Any]:
     )
 
 
-ROUTE_BODIES = {
-    Route.CHAT: chat_body(),
-    Route.COMPLETIONS: completions_body(),
-    Route.RESPONSES: responses_body(),
-    Route.MESSAGES: messages_body(),
+def chat_options() -> dict[str, st.SearchStrategy[Any]]:
+    """The fields that change rendering or processing, in every wrong shape too."""
+    return {
+        "add_generation_prompt": maybe(st.booleans()),
+        "continue_final_message": maybe(st.booleans()),
+        "chat_template_kwargs": maybe(st.fixed_dictionaries({}, optional={"x": JUNK})),
+        "mm_processor_kwargs": maybe(st.fixed_dictionaries({}, optional={"max_pixels": JUNK})),
+        "documents": JUNK,
+    }
+
+
+def chat_batch_body() -> st.SearchStrategy[Any]:
+    conversation = st.lists(maybe(chat_message()), max_size=3)
+    return st.fixed_dictionaries(
+        {"messages": maybe(st.lists(maybe(conversation), max_size=3))},
+        optional={**COMMON, **chat_options(), "max_tokens": maybe(st.integers(1, 4096))},
+    )
+
+
+def tokenize_body() -> st.SearchStrategy[Any]:
+    return chat_body() | st.fixed_dictionaries({"prompt": maybe(TEXT)}, optional=COMMON)
+
+
+def score_input() -> st.SearchStrategy[Any]:
+    return TEXT | st.fixed_dictionaries(
+        {"content": maybe(st.lists(maybe(chat_part()), max_size=3))}
+    )
+
+
+def pooling_body() -> st.SearchStrategy[Any]:
+    conversation = st.lists(maybe(chat_message()), max_size=3)
+    value = (
+        TEXT
+        | st.lists(TEXT, max_size=3)
+        | st.lists(st.integers(0, 50_000), max_size=6)
+        | conversation
+        | st.lists(conversation, max_size=2)
+    )
+    return st.fixed_dictionaries(
+        {}, optional={**COMMON, "input": maybe(value), "messages": maybe(value), "data": JUNK}
+    )
+
+
+def score_body() -> st.SearchStrategy[Any]:
+    side = maybe(score_input() | st.lists(maybe(score_input()), max_size=3))
+    return st.fixed_dictionaries(
+        {},
+        optional={**COMMON, "queries": side, "documents": side, "items": side, "data_1": side,
+                  "data_2": side, "text_1": side, "text_2": side, "query": side},
+    )  # fmt: skip
+
+
+def cohere_embed_body() -> st.SearchStrategy[Any]:
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "texts": maybe(st.lists(TEXT, max_size=3)),
+            "images": maybe(st.lists(maybe(IMAGE_VALUES), max_size=3)),
+            "inputs": maybe(st.lists(maybe(score_input()), max_size=3)),
+        },
+    )
+
+
+def generate_body() -> st.SearchStrategy[Any]:
+    part = st.fixed_dictionaries(
+        {"type": maybe(st.sampled_from(["image_url", "video_url", "audio_url", "bogus"]))},
+        optional={"url": maybe(IMAGE_VALUES)},
+    )
+    return st.fixed_dictionaries(
+        {"token_ids": maybe(st.lists(st.integers(0, 50_000), max_size=8))},
+        optional={
+            "sampling_params": maybe(
+                st.fixed_dictionaries({}, optional={"n": JUNK, "max_tokens": JUNK})
+            ),
+            "content_parts": maybe(st.lists(maybe(part), max_size=3)),
+        },
+    )
+
+
+def decision_body() -> st.SearchStrategy[Any]:
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "state": maybe(TEXT),
+            "input": maybe(TEXT | st.lists(maybe(chat_message()), max_size=2)),
+            "questions": JUNK,
+            "images": maybe(st.lists(maybe(IMAGE_VALUES), max_size=2)),
+            "videos": maybe(st.lists(maybe(IMAGE_VALUES), max_size=2)),
+        },
+    )
+
+
+def generative_scoring_body() -> st.SearchStrategy[Any]:
+    prompt = TEXT | st.lists(st.integers(0, 50_000), max_size=4)
+    return st.fixed_dictionaries(
+        {"query": maybe(prompt), "items": maybe(st.lists(maybe(prompt), max_size=3))}
+    )
+
+
+SHAPE_BODIES: dict[BodyShape, st.SearchStrategy[Any]] = {
+    BodyShape.CHAT: chat_body(),
+    BodyShape.CHAT_BATCH: chat_batch_body(),
+    BodyShape.COMPLETIONS: completions_body(),
+    BodyShape.RESPONSES: responses_body(),
+    BodyShape.MESSAGES: messages_body(),
+    BodyShape.COHERE_CHAT: chat_body(),
+    BodyShape.TOKENIZE: tokenize_body(),
+    BodyShape.EMBEDDINGS: pooling_body(),
+    BodyShape.COHERE_EMBED: cohere_embed_body(),
+    BodyShape.POOLING: pooling_body(),
+    BodyShape.SCORE: score_body(),
+    BodyShape.RERANK: score_body(),
+    BodyShape.GENERATIVE_SCORING: generative_scoring_body(),
+    BodyShape.GENERATE: generate_body(),
+    BodyShape.INVOCATIONS: chat_body() | completions_body() | pooling_body() | score_body(),
+    BodyShape.STRUCTURED_DECISION: decision_body(),
+    BodyShape.DECISIONS: decision_body(),
+    BodyShape.AUDIO: st.just({}),  # multipart: the random bytes below stand for it
 }
+ROUTE_BODIES = {route: SHAPE_BODIES[route.shape] for route in Route}
 
 
 @st.composite

@@ -131,8 +131,9 @@ def kv_bytes(
     return math.ceil(sequence_tokens / block_size) * block_size * bytes_per_token
 
 
-def text_tokens(chars: int, chars_per_token: float = 3.0) -> int:
-    return math.ceil(chars / chars_per_token) + TEMPLATE_OVERHEAD_TOKENS
+def text_tokens(chars: int, chars_per_token: float = 3.0, *, template: bool = True) -> int:
+    """The sidecar's estimate; a completions prompt has no chat template around it."""
+    return math.ceil(chars / chars_per_token) + (TEMPLATE_OVERHEAD_TOKENS if template else 0)
 
 
 def expected(
@@ -147,6 +148,7 @@ def expected(
     chars_per_token: float = 3.0,
     bytes_per_token: int = BYTES_PER_TOKEN,
     block_size: int = 16,
+    template: bool = True,
 ) -> tuple[int, int, int]:
     """(visual tokens, prompt tokens, KV bytes) for a request with images of ``sizes``."""
     tokens = (
@@ -155,7 +157,8 @@ def expected(
         else [rule.image_tokens(w, h).tokens for w, h in sizes]
     )
     visual = sum(tokens) + media_tokens
-    prompt = visual + QWEN_WRAPPER_TOKENS * len(tokens) + text_tokens(text_chars, chars_per_token)
+    text = text_tokens(text_chars, chars_per_token, template=template)
+    prompt = visual + QWEN_WRAPPER_TOKENS * len(tokens) + text
     sequence = prompt + n * output_tokens
     return (
         visual,

@@ -5,13 +5,16 @@ Pillow is the oracle. The parsers exist because Pillow is too slow for a per-req
 libwebp and libavif). Each mirrors what Pillow's plugin reads for frame 0 of a *valid* file:
 the size as stored, the frame count where the header holds it, and the orientation
 ``ImageOps.exif_transpose`` would apply (``exif``). ``contract`` states what every parser
-reads, returns and raises; ``pillow`` opens BMP, TIFF, HEIF, ICO, PSD, JPEG 2000 and anything
-a parser refuses.
+reads, returns and raises; ``pillow`` opens every other format vLLM opens, and anything a
+parser refuses.
 
 ``read_stored_header`` is the dispatch the probe uses: the format is told by its signature,
-as Pillow's plugins accept it (an ISO media file is AVIF or HEIF by its brands, tried in the
-order Pillow tries its plugins); its parser runs, and Pillow decides wherever the parser
-raises ``UsePillow`` or trips over a malformed field.
+as Pillow's plugins accept it (an ISO media file is AVIF by its brands); its parser runs, and
+Pillow decides wherever the parser raises ``UsePillow`` or trips over a malformed field. Bytes
+with no known signature go to Pillow's own sniffing, limited to vLLM 0.33's allow-list
+(``ALLOWED_IMAGE_FORMATS``), so the probe accepts exactly the formats vLLM opens: TGA, PPM,
+QOI, DDS and the others with no parser of their own among them, and EPS, WMF, HEIF and the
+others outside the list refused, as vLLM refuses them.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from sidecar.images.headers.avif import AVIF_BRANDS, ftyp_brands, parse_avif
 from sidecar.images.headers.contract import ByteSource, StoredHeader, UsePillow
 from sidecar.images.headers.gif import parse_gif
 from sidecar.images.headers.jpeg import parse_jpeg
-from sidecar.images.headers.pillow import heif_header, pillow_header
+from sidecar.images.headers.pillow import ALLOWED_IMAGE_FORMATS, pillow_header
 from sidecar.images.headers.png import parse_png
 from sidecar.images.headers.webp import parse_webp
 
-SUPPORTED_FORMATS = "JPEG, PNG, WebP, GIF, BMP, TIFF, AVIF, HEIF, ICO, PSD or JPEG 2000"
+SUPPORTED_FORMATS = ", ".join(ALLOWED_IMAGE_FORMATS)
+GENERIC = "PILLOW"  # no signature of ours: Pillow's plugins, within vLLM's allow-list, decide
 
 Parser = Callable[[ByteSource], StoredHeader]
 
@@ -57,9 +61,6 @@ _SIGNATURES = (
     ("JPEG2000", b"\x00\x00\x00\x0cjP  \r\n\x87\n", 0),
 )
 _AVIF_MAJOR_BRANDS = frozenset((b"avif", b"avis", b"mif1", b"msf1"))  # Pillow's AVIF _accept
-_HEIF_MAJOR_BRANDS = frozenset(
-    (b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"hevm", b"hevs", b"mif1", b"msf1")
-)
 
 
 def read_stored_header(source: ByteSource) -> StoredHeader:
@@ -71,7 +72,7 @@ def read_stored_header(source: ByteSource) -> StoredHeader:
             raise UsePillow
         return parser(source)
     except (UsePillow, struct.error, IndexError):  # Pillow decides anything a parser cannot
-        return heif_header(source) if kind == "HEIF" else pillow_header(kind, source)
+        return pillow_header(kind, source)
 
 
 def sniff(source: ByteSource) -> str:
@@ -86,10 +87,7 @@ def _signature_kind(head: bytes, size: int) -> str:
             return kind
     if size < 16 and len(head) >= 2 and _starts_a_signature(head):
         raise TruncatedImageError(f"the image is truncated: only {size} bytes were sent")
-    raise NotAnImageError(
-        f"the data is not an image in a supported format ({SUPPORTED_FORMATS}); "
-        f"it starts {head[:8]!r}"
-    )
+    return GENERIC
 
 
 def _is_webp(head: bytes) -> bool:
@@ -104,10 +102,11 @@ def _starts_a_signature(head: bytes) -> bool:
 
 
 def _isobmff_kind(source: ByteSource) -> str:
-    """AVIF or HEIF, tried in the order Pillow tries its plugins."""
+    """AVIF, as Pillow's AVIF plugin accepts it; HEIF and the rest are not vLLM's."""
     major, brands, _ = ftyp_brands(source)
     if major in _AVIF_MAJOR_BRANDS and brands & AVIF_BRANDS:
         return "AVIF"
-    if major in _HEIF_MAJOR_BRANDS:
-        return "HEIF"
-    raise NotAnImageError(f"the ISO media file (brand {major!r}) is neither AVIF nor HEIF")
+    raise NotAnImageError(
+        f"the ISO media file (brand {major.decode('latin-1')!r}) is not AVIF; vLLM 0.33 opens "
+        f"no other ISO image format (HEIF/HEIC is not in its list: {SUPPORTED_FORMATS})"
+    )

@@ -2,15 +2,15 @@
 
 Pillow's AVIF plugin gives libavif the whole file; this reads the ``ftyp`` box, the headers
 of the top-level boxes and the ``meta`` box (1 MB at most) only. Sequences, grids and
-anything else unusual go to Pillow. ``ftyp_brands`` and ``boxes_fit`` also serve HEIF: the
-dispatch tells AVIF from HEIF by brand, and the HEIF fallback asks whether the file is cut.
+anything else unusual go to Pillow. ``ftyp_brands`` serves the dispatch, which tells AVIF
+from the ISO formats vLLM does not open (HEIF) by brand.
 """
 
 from __future__ import annotations
 
 import struct
 
-from sidecar.errors import NotAnImageError, TruncatedImageError
+from sidecar.errors import NotAnImageError
 from sidecar.images.headers.contract import ByteSource, StoredHeader, UsePillow, need
 
 _U16BE = struct.Struct(">H").unpack_from
@@ -28,10 +28,10 @@ _META_BYTES_LIMIT = 1 << 20
 
 def ftyp_brands(src: ByteSource) -> tuple[bytes, frozenset[bytes], int]:
     """Major brand, all brands and the end of an ISOBMFF file's leading ``ftyp`` box."""
-    kind, body, end = _box(src, 0, "AVIF/HEIF")
+    kind, body, end = _box(src, 0, "ISOBMFF")
     if kind != b"ftyp" or end - body < 8:
         raise NotAnImageError("the ISO media file has no valid 'ftyp' box")
-    brands = need(src, body, end - body, "AVIF/HEIF")
+    brands = need(src, body, end - body, "ISOBMFF")
     compatible = {brands[at : at + 4] for at in range(8, len(brands) - 3, 4)}
     return brands[:4], frozenset((brands[:4], *compatible)), end
 
@@ -63,17 +63,6 @@ def parse_avif(src: ByteSource) -> StoredHeader:
         return _avif_primary_item(meta)
     except (struct.error, IndexError):
         raise UsePillow from None
-
-
-def boxes_fit(src: ByteSource) -> bool:
-    """Whether the top-level boxes of an ISOBMFF file end within the data (it is not cut)."""
-    pos = 0
-    try:
-        while pos < src.size:
-            pos = _box(src, pos, "ISOBMFF")[2]
-    except (TruncatedImageError, NotAnImageError):
-        return False
-    return pos <= src.size
 
 
 def _box(src: ByteSource, pos: int, fmt: str) -> tuple[bytes, int, int]:
@@ -143,7 +132,7 @@ def _avif_primary_item(meta: bytes) -> StoredHeader:
     orientation = _AVIF_ORIENTATION[(angle or 0, axis)]
     if orientation == 1 and b"mime" in item_types.values():
         raise UsePillow  # an XMP packet may carry tiff:Orientation
-    return StoredHeader("AVIF", ispe[0], ispe[1], 1, orientation)
+    return StoredHeader("AVIF", ispe[0], ispe[1], orientation)
 
 
 def _item_types(iinf: bytes) -> dict[int, bytes]:

@@ -34,7 +34,6 @@ class StoredHeader(NamedTuple):
     format: str
     width_px: int
     height_px: int
-    frame_count: int | None
     orientation: int
 
 

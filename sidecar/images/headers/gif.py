@@ -42,7 +42,7 @@ def parse_gif(src: ByteSource) -> StoredHeader:
             if descriptor[8] & 0x80:
                 pos += 3 << ((descriptor[8] & 7) + 1)
             need(src, pos, 1, "GIF")  # LZW code size, the last byte Pillow reads
-            return StoredHeader("GIF", max(width, x + frame_w), max(height, y + frame_h), None, 1)
+            return StoredHeader("GIF", max(width, x + frame_w), max(height, y + frame_h), 1)
         elif block == b";":
             raise NotAnImageError("the GIF holds no image: its trailer comes before any frame")
         else:  # Pillow skips stray bytes between blocks

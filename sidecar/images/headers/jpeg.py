@@ -91,7 +91,7 @@ def parse_jpeg(src: ByteSource) -> StoredHeader:
             raise NotAnImageError("the JPEG header is corrupt: its Adobe segment is too short")
     if size is None:
         raise NotAnImageError("the JPEG header is corrupt: no frame header before the scan")
-    return StoredHeader("JPEG", size[0], size[1], 1, _jpeg_orientation(src, exif, xmp))
+    return StoredHeader("JPEG", size[0], size[1], _jpeg_orientation(src, exif, xmp))
 
 
 def _check_quantization_tables(tables: bytes) -> None:

@@ -1,18 +1,21 @@
 """The header parser of last resort: Pillow's own plugin, opened lazily over a ``ByteSource``.
 
-BMP, TIFF, HEIF, ICO, PSD, JPEG 2000, and anything the hand-written parsers find unusual,
-are opened here, reading only what the plugin reads through ``SourceStream``.
+BMP, TIFF, ICO, PSD, JPEG 2000, every other format of vLLM's allow-list, and anything the
+hand-written parsers find unusual, are opened here, reading only what the plugin reads
+through ``SourceStream``.
 
 Invariants:
 
-* Nothing is decoded: a plugin class is called directly on the stream, so Pillow's global
-  ``MAX_IMAGE_PIXELS`` is left alone and its bomb check never runs (``max_image_pixels`` is
-  the probe's). A ``DecompressionBombError`` from inside a plugin becomes
+* Nothing is decoded, and no frame or layer is visited: the size is the plugin's ``size``
+  after its ``_open``, and the frame count is left unknown (a PSD's layer block, or a TIFF's
+  frame list, may be corrupt while the image vLLM decodes is fine).
+* A known format's plugin class is called directly on the stream, so Pillow's global
+  ``MAX_IMAGE_PIXELS`` is left alone; bytes with no signature of ours go through
+  ``Image.open(formats=ALLOWED_IMAGE_FORMATS)``, the call vLLM makes, whose bomb check raises
+  only far above the probe's own limit. A ``DecompressionBombError`` becomes
   ``ImageTooLargeError``.
 * Every failure is an ``ImageError``: Pillow's exceptions never escape, and a read that ran
   past the data makes it a ``TruncatedImageError``.
-* pillow-heif's opener is registered with Pillow once, when the first HEIF image arrives;
-  libheif reads from a prefix grown x4 until it holds the header.
 * Pillow's warnings are muted around Pillow calls with ``warnings.catch_warnings``, which is
   process-wide: a warning another thread raises at that moment is muted too.
 * The size is returned as stored, before orientation, like every parser's: Pillow's TIFF
@@ -21,7 +24,6 @@ Invariants:
 
 from __future__ import annotations
 
-import functools
 import io
 import warnings
 from collections.abc import Callable
@@ -39,11 +41,11 @@ from PIL import (
     PngImagePlugin,
     PsdImagePlugin,
     TiffImagePlugin,
+    UnidentifiedImageError,
     WebPImagePlugin,
 )
 
 from sidecar.errors import ImageError, ImageTooLargeError, NotAnImageError, TruncatedImageError
-from sidecar.images.headers.avif import boxes_fit
 from sidecar.images.headers.contract import ByteSource, StoredHeader
 
 _BYTEWISE_READ = 2  # Pillow walks JPEG and GIF headers in reads this small: serve them in chunks
@@ -75,6 +77,10 @@ class SourceStream(io.RawIOBase):
         self._pos = max(0, base + offset)
         return self._pos
 
+    def peek_start(self) -> bytes:
+        """The first bytes of the source, for messages."""
+        return self._source.read(0, 8)
+
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
             size = max(0, self._source.size - self._pos)
@@ -104,15 +110,25 @@ _PILLOW_OPENERS: dict[str, Callable[[IO[bytes]], ImageFile.ImageFile]] = {
     "PSD": PsdImagePlugin.PsdImageFile,
     "JPEG2000": Jpeg2KImagePlugin.Jpeg2KImageFile,
 }
-_HEIF_PREFIX_BYTES = 4096  # libheif reads a HEIF header from a prefix; grown 4x until it does
+# vLLM 0.33's ``vllm.multimodal.image.ALLOWED_IMAGE_FORMATS``: what its ``Image.open`` tries.
+ALLOWED_IMAGE_FORMATS: tuple[str, ...] = (
+    "AVIF", "BLP", "BMP", "CUR", "DCX", "DDS", "DIB", "FITS", "FLI", "FTEX", "GBR", "GIF",
+    "ICNS", "ICO", "IM", "IMT", "IPTC", "JPEG", "JPEG2000", "MCIDAS", "MSP", "PCD", "PCX",
+    "PIXAR", "PNG", "PPM", "PSD", "QOI", "SGI", "SPIDER", "SUN", "TGA", "TIFF", "WEBP", "XBM",
+    "XPM", "XVTHUMB",
+)  # fmt: skip
 
 
 def pillow_header(kind: str, source: ByteSource) -> StoredHeader:
-    """Open with Pillow's plugin over the on-demand source; nothing is decoded."""
+    """Open with Pillow's plugin over the on-demand source; nothing is decoded. ``kind`` is a
+    format told by its signature, or ``PILLOW``: let Pillow sniff, as vLLM does."""
     stream = SourceStream(source)
     try:
         with warnings.catch_warnings(action="ignore"):
-            return _stored(_PILLOW_OPENERS[kind](cast(IO[bytes], stream)))
+            opener = _PILLOW_OPENERS.get(kind)
+            if opener is None:
+                return _stored(_open_allowed(stream))
+            return _stored(opener(cast(IO[bytes], stream)))
     except ImageError:
         raise
     except Image.DecompressionBombError as exc:
@@ -121,44 +137,27 @@ def pillow_header(kind: str, source: ByteSource) -> StoredHeader:
         raise _unreadable(kind, exc, truncated=stream.hit_end) from exc
 
 
-def heif_header(source: ByteSource) -> StoredHeader:
-    """Open with pillow-heif from a prefix that grows until libheif can read the header."""
+def _open_allowed(stream: SourceStream) -> ImageFile.ImageFile:
+    """``Image.open`` limited to vLLM's formats; NotAnImageError when none accepts the bytes."""
     try:
-        opener = _heif_opener()
-    except ImportError as exc:
-        raise NotAnImageError("HEIF images cannot be read: pillow-heif is not installed") from exc
-    length = _HEIF_PREFIX_BYTES
-    while True:
-        prefix = source.read(0, length)
-        try:
-            with warnings.catch_warnings(action="ignore"):
-                return _stored(opener(io.BytesIO(prefix)))
-        except ImageError:
-            raise
-        except Exception as exc:  # libheif reports every failure the same way
-            if len(prefix) < source.size:
-                length *= 4
-                continue
-            raise _unreadable("HEIF", exc, truncated=not boxes_fit(source)) from exc
+        image = Image.open(cast(IO[bytes], stream), formats=ALLOWED_IMAGE_FORMATS)
+    except UnidentifiedImageError:
+        head = stream.peek_start()
+        raise NotAnImageError(
+            "the data is not an image in a format vLLM opens "
+            f"({', '.join(ALLOWED_IMAGE_FORMATS)}); it starts {head!r}"
+        ) from None
+    if not isinstance(image, ImageFile.ImageFile):
+        raise NotAnImageError(f"{image.format} is not an image file format vLLM opens")
+    return image
 
 
-@functools.cache
-def _heif_opener() -> Callable[[IO[bytes]], ImageFile.ImageFile]:
-    import pillow_heif  # here, not at the top: libheif loads only once a HEIF image arrives
-
-    pillow_heif.register_heif_opener()
-    opener: Callable[[IO[bytes]], ImageFile.ImageFile] = pillow_heif.HeifImageFile
-    return opener
-
-
-_NO_CHEAP_FRAME_COUNT = frozenset(("GIF", "TIFF"))  # their n_frames walks the whole file
 _ORIENTATIONS = {value: value for value in range(1, 9)}
 
 
 def _stored(image: ImageFile.ImageFile) -> StoredHeader:
     """Size, frames and orientation of a lazily opened image."""
     fmt = image.format or "unknown"
-    frames = None if fmt in _NO_CHEAP_FRAME_COUNT else int(getattr(image, "n_frames", 1))
     try:
         # The base method: PngImageFile.getexif would load the pixels to look after IDAT.
         orientation = _ORIENTATIONS.get(Image.Image.getexif(image).get(0x0112, 1), 1)
@@ -172,7 +171,7 @@ def _stored(image: ImageFile.ImageFile) -> StoredHeader:
         8,
     ):
         width, height = height, width  # Pillow's TIFF plugin turns the size by the EXIF tag itself
-    return StoredHeader(fmt, width, height, frames, orientation)
+    return StoredHeader(fmt, width, height, orientation)
 
 
 def _unreadable(kind: str, exc: Exception, *, truncated: bool) -> ImageError:

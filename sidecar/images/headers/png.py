@@ -76,7 +76,5 @@ def parse_png(src: ByteSource) -> StoredHeader:
         elif kind == b"fdAT":
             raise UsePillow
         pos += 12 + length
-    if frames is not None and default_image:
-        frames += 1  # the IDAT image is shown before the animation, as an extra frame
     value = exif_orientation(exif) if exif is not None else None
-    return StoredHeader("PNG", width, height, frames or 1, value or 1)
+    return StoredHeader("PNG", width, height, value or 1)

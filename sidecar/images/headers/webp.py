@@ -39,25 +39,26 @@ def parse_webp(src: ByteSource) -> StoredHeader:
         if head[23:26] != b"\x9d\x01\x2a":
             raise UsePillow
         width, height = _U16LE(head, 26)[0] & 0x3FFF, _U16LE(head, 28)[0] & 0x3FFF
-        return StoredHeader("WEBP", width, height, 1, 1)
+        return StoredHeader("WEBP", width, height, 1)
     if kind == b"VP8L" and chunk_len >= 5 and head[20] == 0x2F:
         bits = _U32LE(head, 21)[0]
         if bits >> 29:
             raise UsePillow  # an unknown VP8L version
-        return StoredHeader("WEBP", (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1, 1, 1)
+        return StoredHeader("WEBP", (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1, 1)
     if kind == b"VP8X" and len(head) == 30 and chunk_len >= 10:
         flags = head[20]
         width = (head[24] | head[25] << 8 | head[26] << 16) + 1
         height = (head[27] | head[28] << 8 | head[29] << 16) + 1
-        frames, orientation = 1, 1
+        orientation = 1
         if flags & (_VP8X_ANIMATION | _VP8X_XMP | _VP8X_EXIF):
             first = 20 + chunk_len + (chunk_len & 1)
-            frames, orientation = _walk_webp_chunks(src, first, riff_end, flags)
-        return StoredHeader("WEBP", width, height, frames, orientation)
+            orientation = _walk_webp_chunks(src, first, riff_end, flags)
+        return StoredHeader("WEBP", width, height, orientation)
     raise UsePillow
 
 
-def _walk_webp_chunks(src: ByteSource, pos: int, riff_end: int, flags: int) -> tuple[int, int]:
+def _walk_webp_chunks(src: ByteSource, pos: int, riff_end: int, flags: int) -> int:
+    """The orientation an EXIF or XMP chunk sets; frames are walked past, never read."""
     animation_frames = 0
     exif: tuple[int, int] | None = None
     xmp: tuple[int, int] | None = None
@@ -82,4 +83,4 @@ def _walk_webp_chunks(src: ByteSource, pos: int, riff_end: int, flags: int) -> t
         value = exif_orientation(need(src, exif[0], exif[1], "WebP"))
     if value is None and xmp is not None:
         value = xmp_orientation(need(src, xmp[0], xmp[1], "WebP"))
-    return (animation_frames if flags & _VP8X_ANIMATION else 1), value or 1
+    return value or 1

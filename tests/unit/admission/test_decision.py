@@ -60,11 +60,13 @@ def test_decide_rejects_with_a_message_naming_budget_value_and_limit(
     assert (decision.reason, decision.message, decision.status) == (reason, message, 400)
 
 
-def test_decide_rejects_a_request_larger_than_the_whole_kv_budget_with_429() -> None:
+def test_decide_rejects_a_request_larger_than_the_whole_kv_budget_as_never_retryable() -> None:
     decision = decide_for(predict([PHONE]), Budgets(kv_budget_bytes=100 * 2**20))
     assert isinstance(decision, Reject)
-    assert decision.status == 429
-    assert decision.retry_after_seconds is not None
+    assert decision.status == 413
+    assert decision.retry_after_seconds is None
+    assert decision.retryable is False
+    assert "retrying will not help" in decision.message
     assert decision.reason is Reason.LARGER_THAN_KV_BUDGET
 
 

@@ -139,7 +139,8 @@ async def test_ledger_refuses_immediately_when_one_request_exceeds_the_whole_bud
     ledger = KvLedger(total)
     with pytest.raises(LargerThanBudgetError, match=expected) as caught:
         await ledger.acquire(requested, timeout_seconds=30)
-    assert caught.value.retry_after_seconds == 30
+    assert caught.value.status == 413, "no wait can fit it: not a 429 to retry"
+    assert "retrying will not help" in caught.value.message
     assert_idle(ledger)
 
 
@@ -305,7 +306,7 @@ async def test_ledger_set_total_bytes_shrinking_refuses_waiters_larger_than_the_
     await settle()
     ledger.set_total_bytes(5)
     assert ledger.inflight_bytes == 8, "granted reservations are never revoked"
-    with pytest.raises(OverloadedError, match="exceeds the whole in-flight budget of 5 B"):
+    with pytest.raises(LargerThanBudgetError, match="exceeds the whole in-flight budget of 5 B"):
         await too_big
     assert ledger.queue_depth == 1
     holder.release()

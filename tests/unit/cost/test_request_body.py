@@ -13,7 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sidecar.cost import request_body
-from sidecar.cost.request_body import COMPLETIONS_DEFAULT_MAX_TOKENS, parse_request_body
+from sidecar.cost.request_body import (
+    COMPLETIONS_DEFAULT_MAX_TOKENS,
+    BodyPolicy,
+    parse_request_body,
+)
 from sidecar.errors import InvalidRequestError
 from sidecar.images.refs import ImageSource
 from sidecar.routes import Route
@@ -117,8 +121,6 @@ PROMPTS = [
     (["ab", "cde"], (5, 0, 2), "list of strings"),
     ([1, 2, 3], (0, 3, 1), "token ids"),
     ([[1, 2], [3]], (0, 3, 2), "lists of token ids"),
-    (None, (0, 0, 1), "missing"),
-    ([], (0, 0, 1), "empty list"),
 ]
 
 
@@ -129,7 +131,7 @@ def test_parse_request_body_counts_prompt_text_and_token_ids_when_completions_se
     prompt: Any, expected: tuple[int, int, int]
 ) -> None:
     result = parse_request_body(body_of(prompt=prompt), Route.COMPLETIONS)
-    assert (result.text_chars, result.prompt_token_ids, result.prompt_count) == expected
+    assert (result.text_chars, result.prompt_token_ids, len(result.sequences)) == expected
     assert result.images == ()
 
 
@@ -232,7 +234,7 @@ def test_parse_request_body_rejects_the_body_when_it_carries_more_parts_than_the
     route: Route, body: bytes
 ) -> None:
     with pytest.raises(InvalidRequestError, match="Too many messages and content parts"):
-        parse_request_body(body, route, max_parts=3)
+        parse_request_body(body, route, policy=BodyPolicy(max_parts=3))
 
 
 def test_parse_request_body_gives_the_same_result_when_payloads_carry_escaped_slashes() -> None:
@@ -318,7 +320,7 @@ def test_parse_request_body_stops_lifting_when_candidates_exceed_the_cap() -> No
     image = {"type": "image_url", "image_url": {"url": DATA_URI}}
     messages = [{"role": "user", "content": [image]}]
     body = body_of(metadata=[DATA_URI, {"data": "x"}], messages=messages)
-    result = parse_request_body(body, Route.CHAT, max_parts=2)
+    result = parse_request_body(body, Route.CHAT, policy=BodyPolicy(max_parts=2))
     ref = result.images[0]
     assert (ref.uri_span, bytes(ref.payload(body))) == (None, PAYLOAD.encode())
     assert result.skeleton["metadata"] == [DATA_URI, {"data": "x"}]
@@ -327,7 +329,7 @@ def test_parse_request_body_stops_lifting_when_candidates_exceed_the_cap() -> No
 def test_parse_request_body_stops_scanning_when_data_keys_without_strings_exceed_the_cap() -> None:
     messages = [{"role": "user", "content": [{"image_url": DATA_URI}]}]
     body = body_of(metadata=[{"data": 1}] * 5, messages=messages)
-    ref = parse_request_body(body, Route.CHAT, max_parts=2).images[0]
+    ref = parse_request_body(body, Route.CHAT, policy=BodyPolicy(max_parts=2)).images[0]
     assert (ref.uri_span, bytes(ref.payload(body))) == (None, PAYLOAD.encode())
 
 
@@ -399,7 +401,7 @@ def test_parse_request_body_raises_only_invalid_request_errors_when_bodies_are_r
         body = body.replace(b"/", b"\\/")
     for candidate in (body, body[:cut], body[cut:], body[:cut] + bytes([byte]) + body[cut + 1 :]):
         with contextlib.suppress(InvalidRequestError):
-            parse_request_body(candidate, route, max_depth=8)
+            parse_request_body(candidate, route, policy=BodyPolicy(max_depth=8))
 
 
 IMAGE_PARTS = st.sampled_from(

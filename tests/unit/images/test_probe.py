@@ -1,8 +1,9 @@
 """images.probe: sizes from header bytes only, checked against Pillow on real files.
 
 The oracle is what vLLM does with an image: ``Image.open`` then ``ImageOps.exif_transpose``.
-Test images are made with Pillow (pillow-heif for HEIF), or crafted by hand where no encoder
-writes the header in question (bombs, zero sizes, a GIF frame wider than its screen).
+The oracle is vLLM 0.33's call: ``Image.open(formats=ALLOWED_IMAGE_FORMATS)``. Test images are
+made with Pillow (pillow-heif for the HEIF files vLLM refuses), or crafted by hand where no
+encoder writes the header in question (bombs, zero sizes, a GIF frame wider than its screen).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pillow_heif
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from PIL import Image, ImageOps
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from fuzz.images import animated_gif, padded
 from sidecar.errors import (
@@ -37,6 +38,7 @@ from sidecar.errors import (
 from sidecar.images import headers
 from sidecar.images.data_uri import split_data_uri, validate_base64
 from sidecar.images.headers.contract import ByteSource, StoredHeader, UsePillow
+from sidecar.images.headers.pillow import ALLOWED_IMAGE_FORMATS
 from sidecar.images.probe import (
     DEFAULT_MAX_IMAGE_PIXELS,
     ImageHeader,
@@ -48,7 +50,7 @@ from sidecar.images.probe import (
 from tests.support.bombs import BOMB_BYTES, data_uri_bytes, forbid_pixels
 from tests.support.imaging import BAD_BASE64, PNG_PAYLOAD, base64_text, png_chunk, png_header
 
-pillow_heif.register_heif_opener()  # for the oracle's own view of HEIF files
+pillow_heif.register_heif_opener()  # so the oracle could open HEIF: vLLM's list still refuses it
 
 # ----------------------------------------------------------------------------- test images
 
@@ -235,8 +237,6 @@ CASES: dict[str, Callable[[], bytes]] = {
     "avif-rgba-1x1": lambda: _encode(_scene(1, 1, "RGBA"), "AVIF"),
     "avif-animated-2-frames": lambda: _frames("AVIF", 2),
     "avif-xmp-orientation-6": lambda: _encode(_scene(64, 48), "AVIF", xmp=_xmp(6)),
-    "heif-641x479": lambda: _encode(_scene(641, 479), "HEIF"),
-    "heif-rgba-33x17": lambda: _encode(_scene(33, 17, "RGBA"), "HEIF"),
     "ico-48x36": lambda: _encode(_scene(64, 48), "ICO"),
     "jpeg2000-codestream-65x33": lambda: _encode(_scene(65, 33), "JPEG2000", no_jp2=True),
     "jpeg2000-jp2-40x30": lambda: _encode(_scene(40, 30), "JPEG2000"),
@@ -251,13 +251,12 @@ def _sample(case: str) -> bytes:
 
 
 @functools.cache
-def _vllm_view(raw: bytes) -> tuple[int, int, str, int | None]:
-    """(width, height, format, frames) as vLLM sees the image: frame 0 after exif_transpose."""
-    with Image.open(io.BytesIO(raw)) as image:
+def _vllm_view(raw: bytes) -> tuple[int, int, str]:
+    """(width, height, format) as vLLM sees the image: frame 0 after exif_transpose."""
+    with Image.open(io.BytesIO(raw), formats=ALLOWED_IMAGE_FORMATS) as image:
         fmt = str(image.format)
-        frames = None if fmt in ("GIF", "TIFF") else int(getattr(image, "n_frames", 1))
         width, height = ImageOps.exif_transpose(image).size
-    return width, height, fmt, frames
+    return width, height, fmt
 
 
 def _corrupt_base64(payload: str, byte_offset: int) -> str:
@@ -273,7 +272,7 @@ def _corrupt_base64(payload: str, byte_offset: int) -> str:
 def test_probe_matches_vllms_view_when_image_is_a_real_file(case: str) -> None:
     raw = _sample(case)
     header = probe_bytes(raw)
-    assert (header.width_px, header.height_px, header.format, header.frame_count) == _vllm_view(raw)
+    assert (header.width_px, header.height_px, header.format) == _vllm_view(raw)
 
 
 @pytest.mark.parametrize("case", CASE_IDS)
@@ -312,7 +311,7 @@ def test_probe_fast_path_matches_pillows_plugin_when_image_is_a_real_file(
     assert probe_bytes(raw) == fast
 
 
-@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP", "TIFF", "AVIF", "HEIF"])
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP", "TIFF", "AVIF"])
 @pytest.mark.parametrize("orientation", range(1, 9), ids=lambda o: f"orientation-{o}")
 def test_probe_applies_exif_orientation_when_the_header_carries_it(
     fmt: str, orientation: int
@@ -321,8 +320,7 @@ def test_probe_applies_exif_orientation_when_the_header_carries_it(
     header = probe_bytes(raw)
     assert (header.width_px, header.height_px) == _vllm_view(raw)[:2]
     assert (header.width_px, header.height_px) == ((48, 64) if orientation >= 5 else (64, 48))
-    if fmt != "HEIF":  # libheif turns the image itself; pillow-heif then reports 1
-        assert header.exif_orientation == orientation
+    assert header.exif_orientation == orientation
 
 
 @pytest.mark.parametrize(
@@ -350,17 +348,15 @@ def test_probe_applies_orientation_when_png_exif_follows_the_pixel_data() -> Non
     assert (header.width_px, header.height_px) == _vllm_view(raw)[:2]
 
 
-def test_probe_counts_frames_when_the_header_holds_the_count() -> None:
-    counts = {
-        case: probe_bytes(_sample(case)).frame_count
-        for case in ("apng-3-frames", "webp-animated-3-frames", "mpo-2-frames", "gif-1x1")
-    }
-    assert counts == {
-        "apng-3-frames": 3,
-        "webp-animated-3-frames": 3,
-        "mpo-2-frames": 2,
-        "gif-1x1": None,  # GIF has no frame table; frame 0 is what vLLM uses
-    }
+@pytest.mark.parametrize("case", ["heif-641x479", "heif-rgba-33x17"])
+def test_probe_refuses_heif_as_vllm_does_though_pillow_heif_could_open_it(case: str) -> None:
+    raw = _encode(_scene(641, 479) if "641" in case else _scene(33, 17, "RGBA"), "HEIF")
+    with Image.open(io.BytesIO(raw)) as image:  # pillow-heif registered: it opens
+        assert image.size
+    with pytest.raises(UnidentifiedImageError):
+        Image.open(io.BytesIO(raw), formats=ALLOWED_IMAGE_FORMATS)  # vLLM's call refuses
+    with pytest.raises(NotAnImageError, match="HEIF"):
+        probe_bytes(raw)
 
 
 def test_probe_widens_the_size_when_gif_frame_0_overflows_its_screen() -> None:
@@ -369,7 +365,7 @@ def test_probe_widens_the_size_when_gif_frame_0_overflows_its_screen() -> None:
 
 
 def test_probe_pixels_multiplies_width_by_height_when_asked() -> None:
-    assert ImageHeader(641, 479, "JPEG", 1).pixels == 641 * 479
+    assert ImageHeader(641, 479, "JPEG").pixels == 641 * 479
 
 
 # ----------------------------------------------------------------------------- header only
@@ -399,7 +395,7 @@ def test_probe_decodes_only_the_header_when_the_payload_tail_is_not_base64() -> 
 def test_probe_reads_far_segments_when_a_file_has_huge_metadata(tmp_path: Path) -> None:
     path = tmp_path / "photo.jpg"
     path.write_bytes(_sample("jpeg-60kb-exif-thumbnail-180kb-icc"))
-    assert probe_path(path) == ImageHeader(200, 300, "JPEG", 1, 6)
+    assert probe_path(path) == ImageHeader(200, 300, "JPEG", 6)
 
 
 def test_probe_releases_the_callers_buffer_when_given_views_of_a_bytearray() -> None:
@@ -563,7 +559,7 @@ def test_probe_raises_not_base64_when_the_decoded_prefix_is_not_strict(payload: 
     ids=["plain", "upper-case-scheme", "no-media-type", "wrong-media-type-with-params"],
 )
 def test_probe_reads_the_payload_when_a_data_url_is_base64(uri: str) -> None:
-    assert probe_data_uri(uri) == ImageHeader(3, 2, "PNG", 1)
+    assert probe_data_uri(uri) == ImageHeader(3, 2, "PNG")
 
 
 @pytest.mark.parametrize(
@@ -688,5 +684,5 @@ def test_probe_reads_only_frame_0_of_an_animated_gif_in_under_a_millisecond(fram
         started = time.perf_counter()
         header = probe_data_uri(uri)
         elapsed.append(time.perf_counter() - started)
-    assert (header.width_px, header.height_px, header.frame_count) == (640, 480, None)
+    assert (header.width_px, header.height_px) == (640, 480)
     assert statistics.median(elapsed) < MEDIAN_BOUND_SECONDS

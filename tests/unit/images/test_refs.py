@@ -163,7 +163,10 @@ def test_parse_request_body_counts_characters_when_a_part_carries_text(
 def test_parse_request_body_treats_a_data_uri_as_text_when_it_is_not_in_an_image_part() -> None:
     body = orjson.dumps(
         {
-            "messages": [{"role": "user", "content": DATA_URI}, {"role": "user", "content": None}],
+            "messages": [
+                {"role": "user", "content": DATA_URI},
+                {"role": "assistant", "content": None},
+            ],
             "metadata": {"note": DATA_URI, "data": PAYLOAD, "list": [DATA_URI]},
         }
     )

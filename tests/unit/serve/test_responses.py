@@ -9,11 +9,12 @@ import orjson
 import pytest
 
 from sidecar.errors import NotBase64Error, QueueFullError, RequestTimeoutError
-from sidecar.serve.responses import error_body, error_type_for, response_for_error
+from sidecar.routes import ApiShape
+from sidecar.serve.responses import error_body, error_response, error_type_for, response_for_error
 
 
 def test_error_body_in_vllms_shape_carries_type_param_and_code() -> None:
-    body = error_body(400, "bad", error_type="BadRequestError", param="image_url", anthropic=False)
+    body = error_body(400, "bad", error_type="BadRequestError", param="image_url")
     assert orjson.loads(body) == {
         "error": {"message": "bad", "type": "BadRequestError", "param": "image_url", "code": 400}
     }
@@ -33,13 +34,22 @@ def test_error_body_in_vllms_shape_carries_type_param_and_code() -> None:
     ids=str,
 )
 def test_error_body_in_anthropics_shape_maps_the_status_to_its_type(status: int, kind: str) -> None:
-    body = error_body(status, "why", error_type="ignored", param="ignored", anthropic=True)
+    body = error_body(status, "why", error_type="ignored", param="ignored", api=ApiShape.ANTHROPIC)
     assert orjson.loads(body) == {"type": "error", "error": {"type": kind, "message": "why"}}
 
 
 @pytest.mark.parametrize(
     ("status", "error_type"),
-    [(400, "BadRequestError"), (413, "Request Entity Too Large"), (504, "Gateway Timeout")],
+    [
+        (400, "BadRequestError"),
+        (403, "PermissionDeniedError"),
+        (404, "NotFoundError"),
+        (413, "RequestTooLargeError"),
+        (422, "UnprocessableEntityError"),
+        (429, "RateLimitError"),
+        (504, "GatewayTimeoutError"),
+        (418, "IMATeapotError"),
+    ],
     ids=str,
 )
 def test_error_type_for_is_vllms_name_for_the_status(status: int, error_type: str) -> None:
@@ -48,7 +58,7 @@ def test_error_type_for_is_vllms_name_for_the_status(status: int, error_type: st
 
 def test_response_for_error_keeps_the_errors_status_param_and_type() -> None:
     error = NotBase64Error("image 1 of 1: not base64", param="image_url")
-    response = response_for_error(error, anthropic=False, headers={"x-vlm-sidecar-decision": "r"})
+    response = response_for_error(error, headers={"x-vlm-sidecar-decision": "r"})
     assert response.status == 400
     assert response.headers["x-vlm-sidecar-decision"] == "r"
     assert "Retry-After" not in response.headers
@@ -60,13 +70,24 @@ def test_response_for_error_keeps_the_errors_status_param_and_type() -> None:
 
 def test_response_for_error_tells_an_overloaded_client_when_to_retry() -> None:
     response = response_for_error(
-        QueueFullError("the queue is full", retry_after_seconds=30), anthropic=True
+        QueueFullError("the queue is full", retry_after_seconds=30), api=ApiShape.ANTHROPIC
     )
     assert (response.status, response.headers["Retry-After"]) == (429, "30")
     assert orjson.loads(response.body)["error"]["type"] == "rate_limit_error"  # type: ignore[arg-type]
 
 
 def test_response_for_error_closes_the_connection_after_a_slow_body() -> None:
-    response = response_for_error(RequestTimeoutError("too slow"), anthropic=False)
+    response = response_for_error(RequestTimeoutError("too slow"))
     assert response.status == 408
     assert response.keep_alive is False
+
+
+def test_error_body_in_cohere_shape_carries_the_message_and_the_request_id() -> None:
+    response = error_response(400, "why", api=ApiShape.COHERE, headers={"x-request-id": "r1"})
+    assert response.body is not None
+    assert orjson.loads(bytes(response.body)) == {"message": "why", "id": "r1"}
+
+
+def test_error_response_says_whether_to_retry_as_the_official_sdks_read_it() -> None:
+    assert error_response(413, "never fits", retryable=False).headers["x-should-retry"] == "false"
+    assert "x-should-retry" not in error_response(429, "later", retry_after_seconds=3).headers

@@ -1,0 +1,146 @@
+"""Request shapes sent to real vLLM, shared by ``smoke.py`` and ``record.py``.
+
+Every case is a route plus a JSON body, so it can go through the official SDKs (smoke) or as
+raw bytes (record). Images are PNGs drawn with Pillow from a fixed seed, sent inline as data
+URIs or Anthropic base64 blocks; sizes are picked to exercise each branch of Qwen's resize:
+below ``min_pixels`` (upscaled), a plain size, a non-multiple of 28, and one above the tiny
+models' ``max_pixels`` (downscaled).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from PIL import Image
+
+IMAGE_SIZES = ((32, 32), (224, 224), (640, 480), (1000, 333), (1920, 1080))
+
+
+def png_bytes(width: int, height: int, seed: int = 0) -> bytes:
+    """A deterministic noisy PNG (noise keeps it from compressing to nothing)."""
+    rng = random.Random(seed * 100003 + width * 31 + height)
+    image = Image.new("RGB", (width, height), (rng.randrange(256), 90, 160))
+    pixels = image.load()
+    assert pixels is not None
+    for _ in range(min(width * height // 8, 4000)):
+        pixels[rng.randrange(width), rng.randrange(height)] = (
+            rng.randrange(256), rng.randrange(256), rng.randrange(256),
+        )  # fmt: skip
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def data_uri(width: int, height: int, seed: int = 0) -> str:
+    return "data:image/png;base64," + base64.b64encode(png_bytes(width, height, seed)).decode()
+
+
+def image_part(width: int, height: int, seed: int = 0) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": data_uri(width, height, seed)}}
+
+
+def anthropic_image(width: int, height: int, seed: int = 0) -> dict[str, Any]:
+    data = base64.b64encode(png_bytes(width, height, seed)).decode()
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One request: where it goes and what it says."""
+
+    name: str
+    route: str  # "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"
+    body: dict[str, Any]
+    note: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+
+def chat(model: str, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {"model": model, "messages": messages, "max_tokens": 4, "temperature": 0} | extra
+
+
+def user(*parts: dict[str, Any] | str) -> dict[str, Any]:
+    content = [{"type": "text", "text": p} if isinstance(p, str) else p for p in parts]
+    return {"role": "user", "content": content}
+
+
+def smoke_cases(model: str) -> list[Case]:
+    """The request shapes whose prompt-token prediction smoke.py compares with vLLM."""
+    cases = [
+        Case("chat-text", "/v1/chat/completions",
+             chat(model, [{"role": "user", "content": "Describe the colour of the sky."}])),
+        Case("chat-system-text", "/v1/chat/completions", chat(model, [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "How many legs has a spider?"}])),
+        Case("chat-multiturn", "/v1/chat/completions", chat(model, [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello! How can I help?"},
+            {"role": "user", "content": "Tell me about 12345 apples."}])),
+    ]  # fmt: skip
+    for width, height in IMAGE_SIZES:
+        cases.append(
+            Case(
+                f"chat-image-{width}x{height}",
+                "/v1/chat/completions",
+                chat(model, [user(image_part(width, height), "What is in this picture?")]),
+            )
+        )
+    cases += [
+        Case("chat-3-images", "/v1/chat/completions", chat(model, [user(
+            image_part(640, 480, 1), "and", image_part(224, 224, 2), image_part(1000, 333, 3),
+            "Compare them.")])),
+        Case("chat-image-only", "/v1/chat/completions",
+             chat(model, [user(image_part(640, 480, 4))])),
+        Case("chat-image-typeless", "/v1/chat/completions", chat(model, [user(
+            {"image_url": data_uri(300, 200, 5)}, "type-less part")]),
+             note='{"image_url": "<data uri>"} with no "type"'),
+        Case("chat-input_image", "/v1/chat/completions", chat(model, [user(
+            {"type": "input_image", "image_url": data_uri(300, 200, 6)}, "input_image part")]),
+             note="Responses-style part in chat, no detail: vLLM 0.32 wants detail"),
+        Case("chat-input_image-detail", "/v1/chat/completions", chat(model, [user(
+            {"type": "input_image", "image_url": data_uri(300, 200, 6), "detail": "auto"},
+            "input_image part")]), note="Responses-style part in chat"),
+        Case("chat-image-stream-usage", "/v1/chat/completions", chat(
+            model, [user(image_part(640, 480, 7), "Stream it.")], stream=True,
+            stream_options={"include_usage": True})),
+        Case("chat-text-stream-no-usage", "/v1/chat/completions", chat(
+            model, [{"role": "user", "content": "No usage chunk."}], stream=True),
+             note="no usage in the stream: nothing observed"),
+        Case("completions-text", "/v1/completions",
+             {"model": model, "prompt": "Once upon a time", "max_tokens": 4, "temperature": 0}),
+        Case("completions-stream-usage", "/v1/completions", {
+            "model": model, "prompt": "The quick brown fox", "max_tokens": 4, "stream": True,
+            "stream_options": {"include_usage": True}}),
+        Case("responses-text", "/v1/responses",
+             {"model": model, "input": "Say something.", "max_output_tokens": 4}),
+        Case("responses-instructions-image", "/v1/responses", {
+            "model": model, "instructions": "Be brief.", "max_output_tokens": 4,
+            "input": [{"role": "user", "content": [
+                {"type": "input_text", "text": "What is this?"},
+                {"type": "input_image", "image_url": data_uri(640, 480, 8)}]}]}),
+        Case("responses-image-stream", "/v1/responses", {
+            "model": model, "max_output_tokens": 4, "stream": True,
+            "input": [{"role": "user", "content": [
+                {"type": "input_image", "image_url": data_uri(224, 224, 9)},
+                {"type": "input_text", "text": "Stream."}]}]}),
+        Case("messages-text", "/v1/messages", {
+            "model": model, "max_tokens": 4,
+            "messages": [{"role": "user", "content": "Hello, Claude-shaped API."}]}),
+        Case("messages-system-image", "/v1/messages", {
+            "model": model, "max_tokens": 4, "system": "You describe images.",
+            "messages": [{"role": "user", "content": [
+                anthropic_image(640, 480, 10), {"type": "text", "text": "Describe."}]}]}),
+        Case("messages-image-stream", "/v1/messages", {
+            "model": model, "max_tokens": 4, "stream": True,
+            "messages": [{"role": "user", "content": [
+                anthropic_image(1920, 1080, 11), {"type": "text", "text": "Stream."}]}]}),
+    ]  # fmt: skip
+    return cases

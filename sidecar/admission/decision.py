@@ -75,8 +75,8 @@ REASON_DECISIONS: dict[Reason, frozenset[Decision]] = {
     Reason.WITHIN_BUDGET: frozenset({Decision.ADMIT}),
     **{reason: frozenset({Decision.DOWNSCALE, Decision.REJECT}) for reason in DOWNSCALE_REASONS},
     Reason.MAX_IMAGES_PER_REQUEST: _REFUSED,
-    # The ledger queues (wait) and, after SIDECAR_QUEUE_TIMEOUT_SECONDS, refuses.
-    Reason.KV_BUDGET_FULL: frozenset({Decision.WAIT, Decision.REJECT}),
+    # The ledger queues (wait); after SIDECAR_QUEUE_TIMEOUT_SECONDS it refuses (queue_timeout).
+    Reason.KV_BUDGET_FULL: frozenset({Decision.WAIT}),
     # The saturation gate holds (wait) and, after the queue timeout, refuses.
     Reason.ENGINE_SATURATED: frozenset({Decision.WAIT, Decision.REJECT}),
     Reason.LARGER_THAN_KV_BUDGET: _REFUSED,

@@ -35,7 +35,11 @@ from sidecar.errors import ConfigurationError, ImageError, InvalidRequestError, 
 from sidecar.images.data_uri import split_data_uri, validate_base64
 from sidecar.images.probe import ImageHeader, probe_base64
 from sidecar.images.refs import ImageRef, ImageSource, MediaItem, SequenceRef
-from sidecar.images.remote import RemoteImageFetchError, RemoteImageProber
+from sidecar.images.remote import (
+    RemoteImageFetchError,
+    RemoteImageProber,
+    RemoteImageRefusedError,
+)
 from sidecar.profiles import ModelProfile
 from sidecar.routes import BodyShape, Work
 from sidecar.settings import RemoteImages, Settings
@@ -273,7 +277,7 @@ class Pricer:
             header = self._probe_inline(ref, body, total)
         elif ref.source is ImageSource.URL:
             if self.policy.remote_images is RemoteImages.REJECT:
-                raise ImageError(
+                raise RemoteImageRefusedError(
                     f"image {ref.index + 1} of {total} is a URL; this server accepts inline "
                     f"(data: URI) images only (SIDECAR_REMOTE_IMAGES is reject)"
                 )

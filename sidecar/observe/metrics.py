@@ -41,7 +41,7 @@ from sidecar.observe.labels import (
     Buckets,
 )
 from sidecar.profiles import ModelProfile
-from sidecar.routes import ROUTE_LABELS
+from sidecar.routes import PRIMARY_ROUTES
 from sidecar.settings import Mode
 
 
@@ -266,7 +266,8 @@ class Metrics:
             "engine_saturated", "1 while new requests are held because vLLM is saturated."
         )
 
-        self._routes = {name: self._route_series(name) for name in ROUTE_LABELS}
+        # The main routes' series exist at zero; the others' are made on their first request.
+        self._routes = {route.label: self._route_series(route.label) for route in PRIMARY_ROUTES}
         self._images = {
             (image_format, source): self.images.labels(model, image_format, source)
             for image_format in IMAGE_FORMATS

@@ -29,6 +29,7 @@ from sidecar.errors import (
     UpstreamError,
     UpstreamTimeoutError,
 )
+from sidecar.images.remote import RemoteImageFetchError, RemoteImageRefusedError
 from sidecar.observe.record import RequestRecord, bind_request
 from sidecar.observe.usage import UsageChunkStripper, UsageTap
 from sidecar.routes import Route
@@ -268,6 +269,8 @@ def reason_for(exc: SidecarError) -> Reason:
             return Reason.QUEUE_TIMEOUT
         case UpstreamError():
             return Reason.UPSTREAM_ERROR
+        case RemoteImageRefusedError() | RemoteImageFetchError():
+            return Reason.REMOTE_IMAGE
         case ImageError():
             return Reason.INVALID_IMAGE
         case _:

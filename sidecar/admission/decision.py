@@ -228,14 +228,21 @@ def _against_kv_budget(
     kv_bytes = decision.prediction.kv_bytes
     if total <= 0:
         return decision
-    if kv_bytes > total:
+    largest = budgets.kv_budget_bytes_per_engine
+    if kv_bytes > largest:
+        whole = (
+            f"the whole in-flight budget SIDECAR_KV_BUDGET_BYTES of {format_bytes(total)}"
+            if budgets.kv_budget_engines <= 1
+            else f"one data-parallel engine's share ({format_bytes(largest)}) of the in-flight "
+            f"budget SIDECAR_KV_BUDGET_BYTES of {format_bytes(total)} over "
+            f"{budgets.kv_budget_engines} engines"
+        )
         return Reject(
             decision.prediction,
             Reason.LARGER_THAN_KV_BUDGET,
-            f"request needs {format_bytes(kv_bytes)} of KV cache, more than the whole "
-            f"in-flight budget SIDECAR_KV_BUDGET_BYTES of {format_bytes(total)}; it can never "
-            "be admitted, so retrying will not help: send fewer or smaller images or ask for "
-            "fewer output tokens",
+            f"request needs {format_bytes(kv_bytes)} of KV cache, more than {whole}; no "
+            "replica with this budget can ever admit it, so retrying will not help: send "
+            "fewer or smaller images or ask for fewer output tokens",
             status=HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
             retryable=False,
         )

@@ -24,6 +24,7 @@ class SaturationGate:
         self._open = asyncio.Event()
         self._open.set()
         self.reason = ""
+        self.waiting = 0  # requests held right now
 
     @property
     def saturated(self) -> bool:
@@ -58,10 +59,14 @@ class SaturationGate:
         """Return once vLLM has room; EngineSaturatedError (429) after the timeout."""
         if self._open.is_set():
             return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_seconds):
-                await self._open.wait()
-                return
+        self.waiting += 1
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_seconds):
+                    await self._open.wait()
+                    return
+        finally:
+            self.waiting -= 1
         raise EngineSaturatedError(
             f"vLLM is saturated ({self.reason}) and stayed so for {timeout_seconds:g} s; "
             "retry later",

@@ -9,6 +9,15 @@ It follows the design brief's worksheet:
 and the fit: KV pool per GPU = GPU memory x gpu_memory_utilization - weights per GPU -
 fixed overhead per GPU. Every figure is per GPU when the model is split by tensor
 parallelism, since that is where memory runs out.
+
+Pipeline parallelism gives each stage a share of the decoder layers (``KvGeometry``): the
+figures are the busiest stage's, whose GPUs hold the most layers' weights and pay the most
+per KV block, so it is the stage that runs out first (vLLM gives every stage the smallest
+stage's block count). Its weights are the model's times its share of the layers; the
+embeddings and the vision tower, which vLLM keeps on the first and last stages, are not
+counted apart. Data parallelism runs ``data_parallel_size`` engines, each with the whole
+model and its own pool: ``concurrency`` is the pod's, spread evenly over the engines, the
+in-flight rows are one engine's, and the largest concurrency is the pod's.
 """
 
 from __future__ import annotations
@@ -45,6 +54,13 @@ class Hardware:
     overhead_gib_per_gpu: float = 1.5
     weights_gib: float | None = None  # defaults to parameters x model dtype bytes
     max_num_batched_tokens: int | None = None  # defaults to vLLM's choice by GPU memory
+    pipeline_parallel_size: int = 1  # stages, each on gpu_count tensor-parallel GPUs
+    data_parallel_size: int = 1  # engines, each on gpu_count x pipeline_parallel_size GPUs
+
+    @property
+    def total_gpus(self) -> int:
+        """Every GPU the deployment uses: TP x PP x DP."""
+        return self.gpu_count * self.pipeline_parallel_size * self.data_parallel_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +90,10 @@ class Plan:
     kv_pool_bytes_per_gpu: int
     encoder_cache_bytes: int
     rows: tuple[PlanRow, ...]
+    stage_layers: tuple[int, ...] = ()  # decoder layers per pipeline stage
+    data_parallel_size: int = 1
+    # What SIDECAR_KV_BUDGET_BYTES=auto comes to: every engine's pool, in per-GPU bytes.
+    auto_kv_budget_bytes: int = 0
 
 
 def default_max_num_batched_tokens(gpu_memory_gib: float) -> int:
@@ -96,10 +116,17 @@ def weights_bytes(profile: ModelProfile, hardware: Hardware) -> int:
     return profile.parameter_count * profile.model_dtype_bytes
 
 
+def weights_bytes_per_gpu(profile: ModelProfile, hardware: Hardware) -> int:
+    """Weights on one GPU of the busiest pipeline stage: its share of the layers, over TP."""
+    kv = replace(profile.kv, pipeline_parallel_size=hardware.pipeline_parallel_size)
+    layers = max(1, kv.num_layers)
+    return weights_bytes(profile, hardware) * max(kv.stage_layers) // (layers * hardware.gpu_count)
+
+
 def kv_pool_bytes_per_gpu(profile: ModelProfile, hardware: Hardware) -> int:
     """What vLLM leaves for the KV cache on each GPU; negative when the weights do not fit."""
     budget = hardware.gpu_memory_gib * hardware.gpu_memory_utilization * GIB
-    weights = weights_bytes(profile, hardware) / hardware.gpu_count
+    weights = weights_bytes_per_gpu(profile, hardware)
     return int(budget - weights - hardware.overhead_gib_per_gpu * GIB)
 
 
@@ -112,8 +139,16 @@ def encoder_cache_bytes(profile: ModelProfile, hardware: Hardware) -> int:
     return embeddings * profile.embedding_width * profile.model_dtype_bytes
 
 
-def plan_row(profile: ModelProfile, workload: Workload, pool_bytes: int, *, label: str) -> PlanRow:
-    """Apply the worksheet to one profile (one pixel setting) and one image size."""
+def plan_row(
+    profile: ModelProfile,
+    workload: Workload,
+    pool_bytes: int,
+    *,
+    label: str,
+    data_parallel_size: int = 1,
+) -> PlanRow:
+    """Apply the worksheet to one profile (one pixel setting) and one image size: in flight
+    on one engine's GPUs, the largest concurrency over all ``data_parallel_size`` engines."""
     cost = profile.vision.image_tokens(workload.image_width_px, workload.image_height_px)
     tokens_per_request = (
         workload.images_per_request * cost.prompt_tokens
@@ -123,19 +158,21 @@ def plan_row(profile: ModelProfile, workload: Workload, pool_bytes: int, *, labe
     per_request = profile.kv.request_kv_bytes(
         tokens_per_request, workload.images_per_request * cost.cross_attention_tokens
     )
-    in_flight = per_request * workload.concurrency
+    per_engine = -(-workload.concurrency // max(1, data_parallel_size))
+    in_flight = per_request * per_engine
     max_pixels = getattr(profile.vision, "max_pixels", None)
+    per_engine_concurrency = max(0, pool_bytes) // per_request if per_request else 0
     return PlanRow(
         label=label,
         max_pixels=max_pixels if isinstance(max_pixels, int) else None,
         image_tokens=cost.tokens,
         wrapper_tokens=cost.wrapper_tokens,
         tokens_per_request=tokens_per_request,
-        kv_tokens_in_flight=tokens_per_request * workload.concurrency,
+        kv_tokens_in_flight=tokens_per_request * per_engine,
         kv_bytes_per_request=per_request,
         kv_bytes_in_flight=in_flight,
         fits=0 < in_flight <= pool_bytes,
-        max_concurrency=max(0, pool_bytes) // per_request if per_request else 0,
+        max_concurrency=per_engine_concurrency * max(1, data_parallel_size),
         warnings=context_warnings(profile, tokens_per_request),
     )
 
@@ -166,20 +203,32 @@ def make_plan(
     capped_max_pixels: int = DEFAULT_CAPPED_MAX_PIXELS,
 ) -> Plan:
     """The worksheet for each labelled workload, uncapped and capped side by side."""
-    kv = replace(profile.kv, tensor_parallel_size=hardware.gpu_count)
+    kv = replace(
+        profile.kv,
+        tensor_parallel_size=hardware.gpu_count,
+        pipeline_parallel_size=hardware.pipeline_parallel_size,
+    )
     served = replace(profile, kv=kv)
     capped = replace(served, vision=served.vision.with_pixel_range(None, capped_max_pixels))
     pool = kv_pool_bytes_per_gpu(profile, hardware)
+    dp = hardware.data_parallel_size
     rows = []
     for label, workload in workloads:
-        rows.append(plan_row(served, workload, pool, label=f"{label} uncapped"))
+        rows.append(
+            plan_row(served, workload, pool, label=f"{label} uncapped", data_parallel_size=dp)
+        )
         if capped.vision != served.vision:
-            rows.append(plan_row(capped, workload, pool, label=f"{label} capped"))
+            rows.append(
+                plan_row(capped, workload, pool, label=f"{label} capped", data_parallel_size=dp)
+            )
     return Plan(
         model=profile.name,
         kv_bytes_per_token=kv.bytes_per_token,
-        weights_bytes_per_gpu=weights_bytes(profile, hardware) // hardware.gpu_count,
+        weights_bytes_per_gpu=weights_bytes_per_gpu(profile, hardware),
         kv_pool_bytes_per_gpu=pool,
         encoder_cache_bytes=encoder_cache_bytes(profile, hardware),
         rows=tuple(rows),
+        stage_layers=kv.stage_layers,
+        data_parallel_size=dp,
+        auto_kv_budget_bytes=max(0, pool) * dp,
     )

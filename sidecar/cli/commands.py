@@ -1,4 +1,4 @@
-"""The ``vlm-sidecar`` command line: ``serve``, ``tokens``, ``plan`` and ``demo``.
+"""The ``vlm-sidecar`` command line: serve, tokens, plan, demo, replay and advise.
 
 ``tokens --json`` is a public contract: one JSON object per input and line, with the keys
 ``input, width, height, tokens, wrapper_tokens, kv_bytes`` or, for an input the model
@@ -16,6 +16,7 @@ from typing import TextIO
 import orjson
 from pydantic import ValidationError
 
+from sidecar.cli import advise
 from sidecar.cli.capacity import DEFAULT_CAPPED_MAX_PIXELS, Hardware, Workload, make_plan
 from sidecar.cli.demo import run_demo
 from sidecar.cli.tables import print_plan, print_tokens_table
@@ -44,6 +45,18 @@ def _add_profile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-pixels", type=int, help="as vLLM's --mm-processor-kwargs")
     parser.add_argument("--kv-cache-dtype", default="auto", help="as vLLM's --kv-cache-dtype")
     parser.add_argument("--block-size", type=int, default=16, help="vLLM KV block, tokens")
+    parser.add_argument(
+        "--pipeline-parallel-size",
+        type=int,
+        default=1,
+        help="as vLLM's: KV figures are the busiest stage's, per GPU",
+    )
+    parser.add_argument(
+        "--data-parallel-size",
+        type=int,
+        default=1,
+        help="as vLLM's: engines, each with the whole model and its own KV pool",
+    )
 
 
 def _profile(args: argparse.Namespace, *, tensor_parallel_size: int = 1) -> ModelProfile:
@@ -55,6 +68,7 @@ def _profile(args: argparse.Namespace, *, tensor_parallel_size: int = 1) -> Mode
             kv_cache_dtype=args.kv_cache_dtype,
             tensor_parallel_size=tensor_parallel_size,
             block_size_tokens=args.block_size,
+            pipeline_parallel_size=args.pipeline_parallel_size,
         ),
     )
 
@@ -69,7 +83,7 @@ def _input_size(text: str) -> tuple[int, int]:
 
 def run_tokens(args: argparse.Namespace, out: TextIO) -> int:
     """Print the visual tokens of each input; 1 if any input failed."""
-    profile = _profile(args)
+    profile = _profile(args, tensor_parallel_size=args.tensor_parallel_size)
     rows: list[dict[str, object]] = []
     for item in args.inputs:
         try:
@@ -92,7 +106,7 @@ def run_tokens(args: argparse.Namespace, out: TextIO) -> int:
         for row in rows:
             out.write(orjson.dumps(row).decode() + "\n")
     else:
-        print_tokens_table(profile, rows, out)
+        print_tokens_table(profile, rows, out, data_parallel_size=args.data_parallel_size)
     return 1 if any("error" in row for row in rows) else 0
 
 
@@ -123,6 +137,8 @@ def run_plan(args: argparse.Namespace, out: TextIO) -> int:
         overhead_gib_per_gpu=args.overhead_gib,
         weights_gib=args.weights_gib,
         max_num_batched_tokens=args.max_num_batched_tokens,
+        pipeline_parallel_size=args.pipeline_parallel_size,
+        data_parallel_size=args.data_parallel_size,
     )
     plan = make_plan(profile, workloads, hardware, capped_max_pixels=args.capped_max_pixels)
     if args.json:
@@ -139,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tokens = commands.add_parser("tokens", help="visual tokens and KV bytes per image")
     _add_profile_arguments(tokens)
+    tokens.add_argument("--tensor-parallel-size", type=int, default=1, help="as vLLM's")
     tokens.add_argument("--json", action="store_true", help="one JSON object per line")
     tokens.add_argument("inputs", nargs="+", metavar="INPUT", help="WIDTHxHEIGHT or image file")
 
@@ -151,7 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--output-tokens", type=int, default=500)
     plan.add_argument("--concurrency", type=int, default=32)
     plan.add_argument("--gpu-memory-gib", type=float, default=80.0)
-    plan.add_argument("--gpus", type=int, default=1, help="tensor-parallel GPUs")
+    plan.add_argument(
+        "--gpus", "--tensor-parallel-size", type=int, default=1, help="tensor-parallel GPUs"
+    )
     plan.add_argument("--gpu-memory-utilization", type=float, default=0.92)
     plan.add_argument("--overhead-gib", type=float, default=1.5, help="per GPU")
     plan.add_argument("--weights-gib", type=float, help="default: parameters x dtype")
@@ -167,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--port", type=int, default=8080)
     demo.add_argument("--metrics-port", type=int, default=9090)
     demo.add_argument("--once", action="store_true", help="exit after the workload")
+    advise.add_parsers(commands)
     return parser
 
 
@@ -224,6 +244,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             return run_serve(args, stream)
         if args.command == "demo":
             return run_demo_command(args, stream)
+        if args.command == "replay":
+            return advise.run_replay(args, stream)
+        if args.command == "advise":
+            return advise.run_advise(args, stream)
     except ConfigurationError as exc:
         sys.stderr.write(f"vlm-sidecar: {exc}\n")
         return 2

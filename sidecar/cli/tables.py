@@ -14,10 +14,25 @@ from sidecar.profiles import ModelProfile
 from sidecar.units import format_bytes
 
 
-def print_tokens_table(profile: ModelProfile, rows: list[dict[str, object]], out: TextIO) -> None:
+def print_tokens_table(
+    profile: ModelProfile,
+    rows: list[dict[str, object]],
+    out: TextIO,
+    *,
+    data_parallel_size: int = 1,
+) -> None:
     """The ``tokens`` rows as a readable table; a failed input shows its error."""
     out.write(f"model: {profile.name} ({profile.vision.describe()})\n")
-    out.write(f"KV per token: {format_bytes(profile.kv.bytes_per_token)}\n\n")
+    geometry = profile.kv
+    out.write(f"KV per token: {format_bytes(geometry.bytes_per_token)}\n")
+    split = geometry.tensor_parallel_size > 1 or geometry.pipeline_parallel_size > 1
+    if split or data_parallel_size > 1:
+        out.write(
+            f"per GPU of the busiest stage: tensor parallel {geometry.tensor_parallel_size}, "
+            f"pipeline stages of {'/'.join(map(str, geometry.stage_layers))} layers; "
+            f"{data_parallel_size} data-parallel engine(s), each holding its own requests\n"
+        )
+    out.write("\n")
     header = f"{'input':<28} {'size':>11} {'tokens':>8} {'wrapper':>7} {'KV (image)':>12}"
     out.write(header + "\n" + "-" * len(header) + "\n")
     for row in rows:
@@ -40,6 +55,15 @@ def print_plan(plan: Plan, hardware: Hardware, out: TextIO) -> None:
         f"gpu_memory_utilization {hardware.gpu_memory_utilization:g}, "
         f"{hardware.overhead_gib_per_gpu:g} GiB fixed overhead per GPU\n"
     )
+    if hardware.pipeline_parallel_size > 1 or hardware.data_parallel_size > 1:
+        out.write(
+            f"{hardware.total_gpus} GPUs in all: tensor parallel {hardware.gpu_count} x "
+            f"pipeline parallel {hardware.pipeline_parallel_size} (stages of "
+            f"{'/'.join(map(str, plan.stage_layers))} layers; figures per GPU of the busiest) "
+            f"x data parallel {hardware.data_parallel_size} (in flight: one engine's share of "
+            f"the concurrency; max concurrency: all engines); SIDECAR_KV_BUDGET_BYTES=auto "
+            f"comes to {format_bytes(plan.auto_kv_budget_bytes)}\n"
+        )
     out.write(
         f"weights per GPU: {format_bytes(plan.weights_bytes_per_gpu)}; "
         f"KV pool per GPU: {format_bytes(plan.kv_pool_bytes_per_gpu)}; "

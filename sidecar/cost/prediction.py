@@ -10,7 +10,9 @@ everywhere (headers, metrics, budgets, logs):
   prompts (a chat is one; a completions list, a chat batch or a score request may hold many).
 - ``longest_prompt_tokens``: the longest single prompt, which the prompt budget limits.
 - ``kv_bytes``: whole KV blocks for ``prompt_tokens + n x prompts x output_tokens``, per GPU,
-  with a block of rounding per extra prompt; 0 for a request vLLM only renders.
+  with a block of rounding per extra prompt; 0 for a request vLLM only renders. Where the
+  context is known, output is cut to the room the prompt leaves in it, as vLLM cuts
+  ``max_tokens`` (``held_output_tokens``).
 """
 
 from __future__ import annotations
@@ -90,6 +92,18 @@ class RequestPrediction:
     sequences: int = 1  # prompts vLLM runs on their own
     longest_prompt: int | None = None  # the longest of several prompts; None: just one
     holds_kv: bool = True  # False: vLLM renders the request (count_tokens, render) only
+    context_tokens: int | None = None  # vLLM's max_model_len; None: output is not cut
+
+    @property
+    def held_output_tokens(self) -> int:
+        """Output tokens per sequence that KV is held for: ``output_tokens``, cut to the room
+        the context leaves, since vLLM generates at most ``max_model_len - prompt`` tokens.
+        With several prompts the room is the mean prompt's: the room shrinks linearly with a
+        prompt, so the sum over prompts never exceeds this times their number."""
+        if self.context_tokens is None:
+            return self.output_tokens
+        mean_prompt_tokens = self.prompt_tokens // self.sequences
+        return max(0, min(self.output_tokens, self.context_tokens - mean_prompt_tokens))
 
     @property
     def image_tokens(self) -> int:
@@ -169,14 +183,19 @@ def predict_request(
     return with_kv_bytes(draft, kv)
 
 
-def with_kv_bytes(prediction: RequestPrediction, kv: KvGeometry) -> RequestPrediction:
-    """Recompute ``kv_bytes`` after the images changed."""
+def with_kv_bytes(
+    prediction: RequestPrediction, kv: KvGeometry, *, context_tokens: int | None = None
+) -> RequestPrediction:
+    """Recompute ``kv_bytes`` after the images, the geometry or the context (when given)
+    changed."""
+    if context_tokens is not None:
+        prediction = replace(prediction, context_tokens=context_tokens)
     if not prediction.holds_kv:
         return replace(prediction, kv_bytes=0)
     extra_prompts = prediction.sequences - 1
     tokens = (
         prediction.prompt_tokens
-        + prediction.n * prediction.sequences * prediction.output_tokens
+        + prediction.n * prediction.sequences * prediction.held_output_tokens
         + extra_prompts * kv.block_size_tokens  # each prompt rounds up to its own blocks
     )
     kv_bytes = kv.request_kv_bytes(tokens, prediction.cross_attention_tokens)

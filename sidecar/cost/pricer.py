@@ -26,10 +26,11 @@ from sidecar.cost.prediction import (
     ImageCost,
     RequestPrediction,
     VideoCost,
-    estimate_text_tokens,
     predict_request,
 )
 from sidecar.cost.request_body import RequestBody
+from sidecar.cost.route_text import exact_prompts
+from sidecar.cost.text_estimate import TemplateOverhead, estimate_sequence_tokens, overhead_for
 from sidecar.cost.text_tokens import ChatTemplateError, PromptCounter
 from sidecar.errors import ConfigurationError, ImageError, InvalidRequestError, VideoError
 from sidecar.images.data_uri import split_data_uri, validate_base64
@@ -51,7 +52,6 @@ from sidecar.video.probe import (
     probe_video_bytes,
     probe_video_prefix,
 )
-from sidecar.video.qwen import QWEN_VIDEO_PLACEHOLDER_TOKENS
 from sidecar.vision import VisionRule
 
 
@@ -104,6 +104,7 @@ class Pricer:
     policy: PricingPolicy
     remote: RemoteImageProber | None
     prompt_counter: PromptCounter | None = None
+    text_overhead: TemplateOverhead | None = None  # None: the family's built-in framing
 
     def rules_for(self, parsed: RequestBody) -> tuple[VisionRule, VideoRule | None]:
         """The vision and video rules for this request: the profile's, or with the pixel
@@ -153,7 +154,7 @@ class Pricer:
                 if not task.cancel() and not task.cancelled():
                     task.exception()  # retrieved: asyncio must not log it as never retrieved
         media_tokens = self._media_tokens(parsed, videos)
-        texts, exact = self._text_tokens(parsed, images, videos)
+        texts, exact = self._text_tokens(parsed, images)
         prompts = [
             self._sequence_prompt(parsed, sequence, text, images, media_tokens)
             for sequence, text in zip(parsed.sequences, texts, strict=True)
@@ -232,34 +233,28 @@ class Pricer:
             return max(sequence.token_ids, visual)
         return visual + text_tokens + sequence.token_ids
 
-    def _text_tokens(
-        self, parsed: RequestBody, images: list[ImageCost], videos: list[VideoCost]
-    ) -> tuple[list[int], bool]:
-        """Text tokens of each sequence: exact from the chat template where possible."""
-        if (
-            self.prompt_counter is not None
-            and parsed.route.shape is BodyShape.CHAT
-            and len(parsed.sequences) == 1
-            and parsed.chat_template is None
-        ):
-            costs = [image.tokens for image in images]
+    def _text_tokens(self, parsed: RequestBody, images: list[ImageCost]) -> tuple[list[int], bool]:
+        """Text tokens of each sequence: exact from the model's template and tokenizer where
+        the route is one they render (``route_text``), else the estimate (``text_estimate``)."""
+        if self.prompt_counter is not None:
             try:
-                prompt = self.prompt_counter.chat_prompt_tokens(parsed.skeleton, costs)
+                prompts = exact_prompts(
+                    self.prompt_counter, parsed, [image.tokens.tokens for image in images]
+                )
             except ChatTemplateError:
                 pass
             else:
-                visual = sum(cost.tokens + cost.wrapper_tokens for cost in costs)
-                # A template that walks the parts renders <|vision_start|><|video_pad|>
-                # <|vision_end|> per video (the counter knows Qwen templates only), and the
-                # video's own cost takes its place.
-                parts = self.prompt_counter.openai_parts
-                placeholders = QWEN_VIDEO_PLACEHOLDER_TOKENS * len(videos) if parts else 0
-                return [prompt - visual - placeholders], True
+                # The rendered prompt holds each image with its wrappers; the rest is text.
+                return [
+                    prompt - sum(images[i].tokens.tokens + images[i].tokens.wrapper_tokens
+                                 for i in sequence.images)
+                    for sequence, prompt in zip(parsed.sequences, prompts, strict=True)
+                ], True  # fmt: skip
+        overhead = self.text_overhead or overhead_for(self.profile.model_type)
+        tools = bool(parsed.skeleton.get("tools"))
         return [
-            estimate_text_tokens(
-                sequence.text_chars,
-                self.policy.text_chars_per_token,
-                template=sequence.messages > 0,
+            estimate_sequence_tokens(
+                sequence, self.policy.text_chars_per_token, overhead, tools=tools
             )
             for sequence in parsed.sequences
         ], False

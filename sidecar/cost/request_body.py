@@ -41,9 +41,10 @@ import orjson
 from sidecar.cost.body_lift import lift_strings
 from sidecar.cost.body_lift import splice as splice
 from sidecar.cost.multipart import read_audio_form
+from sidecar.cost.readers import READERS
 from sidecar.cost.shapes import COMPLETIONS_DEFAULT_MAX_TOKENS as COMPLETIONS_DEFAULT_MAX_TOKENS
 from sidecar.cost.shapes import MAX_INT64 as MAX_INT64
-from sidecar.cost.shapes import READERS, Reading
+from sidecar.cost.shapes import Reading
 from sidecar.errors import InvalidRequestError
 from sidecar.images.refs import ImageRef, MediaItem, RefFinder, SequenceRef
 from sidecar.routes import BodyShape, Route, Work

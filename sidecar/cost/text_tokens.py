@@ -1,15 +1,18 @@
-"""Exact prompt tokens for chat requests: the model's own chat template and tokenizer.
+"""Exact prompt tokens from the model directory's own tokenizer and chat template.
 
-When the model directory holds ``tokenizer.json`` and a chat template
-(``chat_template.jinja``, ``chat_template.json`` or ``tokenizer_config.json``), the
-sidecar renders each chat request as vLLM does (transformers' sandboxed Jinja
-environment, ``add_generation_prompt`` true, no special tokens added by the tokenizer),
-tokenizes it, and replaces each image placeholder token by the image's predicted count.
+When the model directory holds ``tokenizer.json`` and a chat template (``chat_template.jinja``,
+``chat_template.json`` or ``tokenizer_config.json``), :class:`PromptCounter` counts a request's
+prompt as vLLM 0.33 builds it:
 
-Templates that iterate over content parts get OpenAI-style parts (``{"type": "image"}``),
-as vLLM's "openai" content format does; other templates get vLLM's "string" format, the
-image placeholders before the text. Families without a known placeholder keep the
-character estimate; README's model table says which.
+* chat, Responses and Anthropic bodies become one :class:`ChatRequest` (``chat_request``,
+  ``responses_input``, ``messages_input``), whose messages are rendered as vLLM renders them
+  (``conversation``, ``chat_template``), then tokenized without special tokens unless the
+  request asks;
+* a completions prompt is tokenized alone, with the special tokens vLLM adds by default;
+* each image placeholder token in the rendered prompt stands for the image's predicted count.
+  A placeholder the user typed stays one token, as in vLLM, where it is not expanded either.
+
+Families without a known placeholder keep the estimate; README's model table says which.
 """
 
 from __future__ import annotations
@@ -19,58 +22,62 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
-from sidecar.vision import ImageTokens
+from sidecar.cost.chat_request import ChatRequest
+from sidecar.cost.chat_template import CompiledTemplate, compiled, render
+from sidecar.cost.conversation import ChatTemplateError, conversation
+from sidecar.cost.template_format import ContentFormat
 
 SEGMENT_CACHE_SIZE = 16_384  # distinct text stretches remembered; each is a few hundred bytes
 
-# model_type -> (placeholder token in the rendered prompt, vLLM's string-format placeholder)
+# model_type -> (placeholder token in the rendered prompt, vLLM's string-format placeholders)
 IMAGE_PLACEHOLDERS = {
-    "qwen2_vl": ("<|image_pad|>", "<|vision_start|><|image_pad|><|vision_end|>"),
-    "qwen2_5_vl": ("<|image_pad|>", "<|vision_start|><|image_pad|><|vision_end|>"),
-    "qwen3_vl": ("<|image_pad|>", "<|vision_start|><|image_pad|><|vision_end|>"),
+    "qwen2_vl": "<|image_pad|>",
+    "qwen2_5_vl": "<|image_pad|>",
+    "qwen3_vl": "<|image_pad|>",
 }
-_IMAGE_PART_TYPES = {"image_url", "input_image", "image_pil", "image_embeds", "image"}
-_PARTS_LOOP = re.compile(r"for\s+\w+\s+in\s+(message|m|msg)(\[['\"]content['\"]\]|\.content)")
+QWEN_PLACEHOLDERS = {
+    "image": "<|vision_start|><|image_pad|><|vision_end|>",
+    "video": "<|vision_start|><|video_pad|><|vision_end|>",
+}
 
-
-class ChatTemplateError(Exception):
-    """The template could not render this request; the estimate is used instead."""
+__all__ = ["ChatTemplateError", "PromptCounter"]
 
 
 @dataclass(frozen=True, slots=True)
 class PromptCounter:
-    """A compiled chat template plus tokenizer, built once per process."""
+    """A tokenizer and the server's chat template, built once per process."""
 
-    template: jinja2.Template
+    template: CompiledTemplate
     tokenizer: Tokenizer
     image_token_id: int
     image_token: str
-    string_placeholder: str
-    openai_parts: bool
+    placeholders: Mapping[str, str]  # modality -> vLLM's string-format placeholder
     special_tokens: Mapping[str, str]
     added_tokens: re.Pattern[str] | None  # splits a prompt where the tokenizer splits it
     segment_tokens: Callable[[str], int]  # memoised token count of one text segment
+    special_tokens_added: int  # what ``add_special_tokens`` adds to one sequence
+    merge_inline_system: bool  # the template refuses a system message after the first
 
     @classmethod
     def from_model_dir(cls, directory: Path, model_type: str) -> PromptCounter | None:
         """The counter for a model directory, or None when it lacks the files or placeholder."""
-        placeholders = IMAGE_PLACEHOLDERS.get(model_type)
+        image_token = IMAGE_PLACEHOLDERS.get(model_type)
         tokenizer_file = directory / "tokenizer.json"
-        if placeholders is None or not tokenizer_file.is_file():
+        if image_token is None or not tokenizer_file.is_file():
             return None
-        source, special = _read_template(directory)
+        source, special = read_template(directory)
         if source is None:
             return None
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
-        image_token_id = tokenizer.token_to_id(placeholders[0])
+        image_token_id = tokenizer.token_to_id(image_token)
         if image_token_id is None:
             return None
 
@@ -78,42 +85,71 @@ class PromptCounter:
         def segment_tokens(text: str) -> int:
             return len(tokenizer.encode(text, add_special_tokens=False).ids)
 
+        try:
+            template = compiled(source)
+        except ChatTemplateError:
+            return None
         return cls(
-            template=_environment().from_string(source),
+            template=template,
             tokenizer=tokenizer,
             image_token_id=image_token_id,
-            image_token=placeholders[0],
-            string_placeholder=placeholders[1],
-            openai_parts=_PARTS_LOOP.search(source) is not None,
+            image_token=image_token,
+            placeholders=QWEN_PLACEHOLDERS,
             special_tokens=special,
             added_tokens=_added_token_splitter(tokenizer),
             segment_tokens=segment_tokens,
+            special_tokens_added=len(tokenizer.encode("", add_special_tokens=True).ids),
+            merge_inline_system=_refuses_inline_system(source),
         )
 
-    def chat_prompt_tokens(self, skeleton: Mapping[str, Any], images: Sequence[ImageTokens]) -> int:
-        """Prompt tokens of a chat request, images expanded to their predicted counts."""
-        messages = skeleton.get("messages")
-        if not isinstance(messages, list):
-            raise ChatTemplateError("no messages")
-        kwargs = skeleton.get("chat_template_kwargs")
-        context: dict[str, Any] = {
-            **self.special_tokens,
-            **(kwargs if isinstance(kwargs, dict) else {}),
-            "messages": [self._message(m) for m in messages],
-            "add_generation_prompt": skeleton.get("add_generation_prompt", True) is not False,
-        }
-        if skeleton.get("tools"):
-            context["tools"] = skeleton["tools"]
-        try:
-            rendered = self.template.render(**context)
-        except Exception as exc:  # a template meets shapes it never expected: estimate instead
-            raise ChatTemplateError(f"{type(exc).__name__}: {exc}") from exc
+    @property
+    def server_format(self) -> ContentFormat:
+        """The content format of the server's own template."""
+        return self.template.content_format
+
+    def chat_prompt_tokens(
+        self, request: ChatRequest, image_tokens: Sequence[int], *, add_special_tokens: bool
+    ) -> int:
+        """Prompt tokens of one conversation, each image expanded to its predicted count."""
+        own = request.kwargs.get("chat_template")
+        template = (
+            compiled(request.template)
+            if request.template is not None
+            else compiled(own)
+            if isinstance(own, str)
+            else self.template
+        )
+        parts_format = (
+            template.content_format if request.template is not None else self.server_format
+        )
+        messages = conversation(
+            request.messages,
+            parts_format,
+            self.placeholders,
+            developer_role=template.developer_role,
+        )
+        rendered = render(
+            template,
+            messages,
+            tools=request.tools,
+            kwargs=request.kwargs,
+            special_tokens=self.special_tokens,
+        )
         total, placeholders = self._count(rendered)
-        if placeholders != len(images):
+        if placeholders < len(image_tokens):
+            # vLLM has more images than places for them (an image in a merged system
+            # message): it fails the request; the estimate prices it meanwhile.
             raise ChatTemplateError(
-                f"template rendered {placeholders} image placeholders for {len(images)} images"
+                f"template rendered {placeholders} image placeholders for "
+                f"{len(image_tokens)} images"
             )
-        return total - placeholders + sum(image.tokens for image in images)
+        specials = self.special_tokens_added if add_special_tokens else 0
+        # vLLM expands the first placeholders, one per image; any others stay one token.
+        return total - len(image_tokens) + sum(image_tokens) + specials
+
+    def text_tokens(self, text: str, *, add_special_tokens: bool) -> int:
+        """Tokens of a plain prompt (``/v1/completions``)."""
+        return self._count(text)[0] + (self.special_tokens_added if add_special_tokens else 0)
 
     def _count(self, rendered: str) -> tuple[int, int]:
         """Tokens of the rendered prompt and how many are image placeholders.
@@ -131,16 +167,6 @@ class PromptCounter:
         total = len(added) + sum(self.segment_tokens(text) for text in texts if text)
         return total, added.count(self.image_token)
 
-    def _message(self, message: Any) -> Any:
-        if not isinstance(message, dict) or not isinstance(message.get("content"), list):
-            return message
-        parts = [_template_part(p) for p in message["content"]]
-        if self.openai_parts:
-            return {**message, "content": [p for p in parts if p is not None]}
-        images = [self.string_placeholder for p in parts if p == {"type": "image"}]
-        texts = [p["text"] for p in parts if p is not None and p.get("type") == "text"]
-        return {**message, "content": "\n".join([*images, *texts])}
-
 
 def _added_token_splitter(tokenizer: Tokenizer) -> re.Pattern[str] | None:
     """A pattern that cuts text where the tokenizer does, or None when that is not plain.
@@ -155,27 +181,28 @@ def _added_token_splitter(tokenizer: Tokenizer) -> re.Pattern[str] | None:
     return re.compile("(" + "|".join(re.escape(content) for content in contents) + ")")
 
 
-def _template_part(part: Any) -> dict[str, Any] | None:
-    if not isinstance(part, dict):
-        return None
-    kind = part.get("type") or next((k for k in part if k in _IMAGE_PART_TYPES), None)
-    if kind in _IMAGE_PART_TYPES:
-        return {"type": "image"}
-    if kind in ("video_url", "video_embeds"):
-        return {"type": "video"}
-    if kind in ("audio_url", "input_audio", "audio_embeds"):
-        return {"type": "audio"}
-    if kind in ("text", "input_text", "output_text"):
-        return {"type": "text", "text": part.get("text", "")}
-    return None
+def _refuses_inline_system(source: str) -> bool:
+    """vLLM's start-up probe for ``/v1/messages``: does ``[system, user, system, user]``
+    render? If not, in-message system turns are merged into the leading system text. The
+    probe's environment is plain: a template that calls ``raise_exception`` fails it."""
+    environment = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+    )
+    turns = [{"role": role, "content": "t"} for role in ("system", "user", "system", "user")]
+    try:
+        environment.from_string(source).render(messages=turns, add_generation_prompt=False)
+    except jinja2.TemplateError:
+        return True
+    return False
 
 
-def _read_template(directory: Path) -> tuple[str | None, dict[str, str]]:
+def read_template(directory: Path) -> tuple[str | None, dict[str, str]]:
+    """The directory's chat template and the special tokens templates may read."""
     special: dict[str, str] = {}
     source: str | None = None
     config_path = directory / "tokenizer_config.json"
     if config_path.is_file():
-        config = json.loads(config_path.read_text(encoding="utf-8"))
+        config: dict[str, Any] = json.loads(config_path.read_text(encoding="utf-8"))
         for key in ("bos_token", "eos_token", "pad_token", "unk_token"):
             value = config.get(key)
             value = value.get("content") if isinstance(value, dict) else value
@@ -191,34 +218,3 @@ def _read_template(directory: Path) -> tuple[str | None, dict[str, str]]:
         value = json.loads(json_path.read_text(encoding="utf-8")).get("chat_template")
         source = value if isinstance(value, str) else source
     return source, special
-
-
-def _environment() -> ImmutableSandboxedEnvironment:
-    """The sandboxed environment transformers renders chat templates in."""
-    environment = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
-    )
-
-    def tojson(
-        value: Any,
-        ensure_ascii: bool = False,
-        indent: int | None = None,
-        separators: tuple[str, str] | None = None,
-        sort_keys: bool = False,
-    ) -> str:
-        return json.dumps(
-            value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-            sort_keys=sort_keys,
-        )  # fmt: skip
-
-    def raise_exception(message: str) -> None:
-        raise jinja2.exceptions.TemplateError(message)
-
-    def strftime_now(date_format: str) -> str:
-        # Templates print "today" in the server's local time, as transformers does.
-        return datetime.now().strftime(date_format)
-
-    environment.filters["tojson"] = tojson
-    environment.globals["raise_exception"] = raise_exception
-    environment.globals["strftime_now"] = strftime_now
-    return environment

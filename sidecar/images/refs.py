@@ -23,6 +23,7 @@ from typing import Any, Literal, cast
 import orjson
 
 from sidecar.errors import InvalidRequestError
+from sidecar.images.input_image import check_input_image
 
 SUPPORTED_PART_TYPES = ("audio_embeds", "audio_url", "image_embeds", "image_pil", "image_url",
     "input_audio", "input_image", "input_text", "output_text", "prompt_embeds", "refusal", "text",
@@ -37,6 +38,9 @@ _TEXT_FIELDS = {"text": "text", "input_text": "text", "output_text": "text", "re
 _MODALITY = {"image_url": "image", "input_image": "image", "image_pil": "image",
     "video_url": "video", "audio_url": "audio"}  # fmt: skip
 MediaKind = Literal["video", "audio", "embeds"]
+_DIGITS = b"0123456789"
+# ASCII capitals and punctuation: Qwen merges them poorly (ALLCAPS names, operators, quotes).
+_MARKS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 
 
 class ImageSource(StrEnum):
@@ -104,6 +108,21 @@ class SequenceRef:
     token_ids: int = 0
     images: tuple[int, ...] = ()
     media: tuple[int, ...] = ()
+    text_digits: int = 0  # ASCII digits: Qwen's pre-tokenizer makes each one a token
+    text_marks: int = 0  # ASCII capitals and punctuation: they merge poorly into tokens
+
+    @classmethod
+    def of_text(cls, value: str, *, messages: int = 0) -> SequenceRef:
+        """The counts of one piece of text, as the body reader keeps them."""
+        encoded = value.encode("utf-8", "replace")
+        # bytes.translate deletes in one C pass: each count costs a scan, not a Python loop.
+        return cls(
+            text_chars=len(value),
+            text_bytes=len(encoded),
+            messages=messages,
+            text_digits=len(encoded) - len(encoded.translate(None, _DIGITS)),
+            text_marks=len(encoded) - len(encoded.translate(None, _MARKS)),
+        )
 
     def __add__(self, other: SequenceRef) -> SequenceRef:
         """One prompt made of both (a query and one document it is scored with)."""
@@ -114,6 +133,8 @@ class SequenceRef:
             self.token_ids + other.token_ids,
             self.images + other.images,
             self.media + other.media,
+            self.text_digits + other.text_digits,
+            self.text_marks + other.text_marks,
         )
 
 
@@ -124,6 +145,8 @@ class _Mark:
     messages: int
     images: int
     media: int
+    text_digits: int
+    text_marks: int
 
 
 @dataclass(slots=True)
@@ -155,12 +178,20 @@ class RefFinder:
         self.media: list[MediaItem] = []
         self.text_chars = 0
         self.text_bytes = 0
+        self.text_digits = 0
+        self.text_marks = 0
         self.messages = 0
 
     def mark(self) -> _Mark:
         """Where the next sequence starts."""
         return _Mark(
-            self.text_chars, self.text_bytes, self.messages, len(self.images), len(self.media)
+            self.text_chars,
+            self.text_bytes,
+            self.messages,
+            len(self.images),
+            len(self.media),
+            self.text_digits,
+            self.text_marks,
         )
 
     def since(self, mark: _Mark, *, token_ids: int = 0) -> SequenceRef:
@@ -172,6 +203,8 @@ class RefFinder:
             token_ids=token_ids,
             images=tuple(range(mark.images, len(self.images))),
             media=tuple(range(mark.media, len(self.media))),
+            text_digits=self.text_digits - mark.text_digits,
+            text_marks=self.text_marks - mark.text_marks,
         )
 
     def chat_messages(self, messages: list[Any], param: str = "messages") -> None:
@@ -193,13 +226,16 @@ class RefFinder:
             self.text(message, reasoning, param)
             self.json_text(message.get("tool_calls"))
 
-    def content(self, holder: dict[str, Any], param: str, key: str = "content") -> None:
-        """A chat-style content value: a string, a list of parts, or null."""
+    def content(
+        self, holder: dict[str, Any], param: str, key: str = "content", *, detail_set: bool = False
+    ) -> None:
+        """A chat-style content value: a string, a list of parts, or null. ``detail_set``: the
+        route fills in a missing ``input_image`` detail (Responses) before vLLM checks it."""
         content = holder.get(key)
         if isinstance(content, list):
             self.count_parts(len(content), param)
             for i in range(len(content)):
-                self._chat_part(content, i, param)
+                self._chat_part(content, i, param, detail_set=detail_set)
         elif content is not None:
             self.text(holder, key, param)
 
@@ -211,11 +247,14 @@ class RefFinder:
             kind = item.get("type")
             if "role" in item or kind == "message":
                 self.messages += 1
-                self.content(item, "input")
+                self.content(item, "input", detail_set=True)
             elif kind == "function_call":
-                self.text(item, "name", "input")
-                self.text(item, "arguments", "input")
+                # A call renders as a tool-call block of the assistant turn, framing and all:
+                # the whole item's JSON is a fair size for it, and it may open a turn.
+                self.json_text(item)
+                self.messages += 1
             elif kind == "function_call_output":
+                self.messages += 2  # a tool turn, and the template's wrapper around the result
                 self.content(item, "input", key="output")
 
     def anthropic_blocks(self, holder: dict[str, Any], key: str, param: str) -> None:
@@ -234,9 +273,9 @@ class RefFinder:
             elif kind == "image":
                 self._anthropic_image(block.get("source"))
             elif kind == "tool_use":
-                self.text(block, "name", "name")
-                self.json_text(block.get("input"))
+                self.json_text(block)  # a tool-call block with its framing, as above
             elif kind == "tool_result":
+                self.messages += 2  # a tool turn (and a user turn for its images)
                 self.anthropic_blocks(block, "content", param)
             elif kind not in ANTHROPIC_BLOCK_TYPES:
                 raise InvalidRequestError(
@@ -259,8 +298,11 @@ class RefFinder:
         self._count_text(value)
 
     def _count_text(self, value: str) -> None:
-        self.text_chars += len(value)
-        self.text_bytes += len(value) if value.isascii() else len(value.encode("utf-8", "replace"))
+        counts = SequenceRef.of_text(value)
+        self.text_chars += counts.text_chars
+        self.text_bytes += counts.text_bytes
+        self.text_digits += counts.text_digits
+        self.text_marks += counts.text_marks
 
     def json_text(self, value: Any) -> None:
         """Count structured text (tool definitions, tool calls) by its JSON length."""
@@ -309,7 +351,7 @@ class RefFinder:
     def _lift_of(self, value: str) -> Lift | None:
         return self._lifts.get(value) if value[:1] == "\x00" else None
 
-    def _chat_part(self, parts: list[Any], i: int, param: str) -> None:
+    def _chat_part(self, parts: list[Any], i: int, param: str, *, detail_set: bool) -> None:
         part = parts[i]
         if isinstance(part, str):
             self.text(parts, i, param)
@@ -334,6 +376,8 @@ class RefFinder:
                 f"Supported types: {', '.join(SUPPORTED_PART_TYPES)}",
                 param="type",
             )
+        if kind == "input_image" and not typeless and not detail_set:
+            check_input_image(part, self.as_sent)
         uuid = None if uuid is None else str(self.as_sent(uuid))
         value = part.get("image_url" if kind == "input_image" else kind)
         if kind in _TEXT_FIELDS:

@@ -41,6 +41,7 @@ from sidecar.observe.labels import (
     Buckets,
 )
 from sidecar.profiles import ModelProfile
+from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.routes import PRIMARY_ROUTES
 from sidecar.settings import Mode
 
@@ -265,6 +266,11 @@ class Metrics:
         self.engine_saturated = gauge(
             "engine_saturated", "1 while new requests are held because vLLM is saturated."
         )
+        self.kv_block_size_tokens = gauge(
+            "kv_block_size_tokens",
+            "Tokens per KV block in pricing: SIDECAR_BLOCK_SIZE_TOKENS, else vLLM's block_size "
+            "once read (16 before).",
+        )
 
         # The main routes' series exist at zero; the others' are made on their first request.
         self._routes = {route.label: self._route_series(route.label) for route in PRIMARY_ROUTES}
@@ -298,6 +304,7 @@ class Metrics:
             self.profile_kv_bytes_per_token, self.profile_max_image_tokens,
             self.engine_max_model_len, self.engine_kv_capacity_tokens,
             self.engine_kv_cache_usage, self.engine_requests_waiting, self.engine_saturated,
+            self.kv_block_size_tokens,
             *self.budgets.values(),
         ):  # fmt: skip
             metric.labels(model)
@@ -421,6 +428,12 @@ class Metrics:
         self.engine_kv_cache_usage.labels(model).set_function(reader("kv_cache_usage_perc"))
         self.engine_requests_waiting.labels(model).set_function(reader("num_requests_waiting"))
         self.engine_saturated.labels(model).set_function(lambda: float(saturated()))
+
+    def watch_kv_geometry(self, kv: Callable[[], KvGeometry]) -> None:
+        """Export the KV block size pricing uses now, at each scrape."""
+        self.kv_block_size_tokens.labels(self.model).set_function(
+            lambda: float(kv().block_size_tokens)
+        )
 
 
 def _budget_reader(budgets: Callable[[], Budgets], name: str) -> Callable[[], float]:

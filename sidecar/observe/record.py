@@ -16,6 +16,7 @@ import structlog
 
 from sidecar.admission.decision import Decision, Downscale, Reason, Reject, Verdict
 from sidecar.cost.prediction import RequestPrediction
+from sidecar.cost.request_body import RequestBody
 from sidecar.observe.labels import image_format_label, video_format_label
 from sidecar.observe.metrics import Metrics, observe_all
 from sidecar.observe.usage import Usage
@@ -40,6 +41,9 @@ class RequestRecord:
     request_id: str
     route: Route
     arrived_at: float = field(default_factory=time.perf_counter)
+    arrived_unix: float = field(default_factory=time.time)  # for the traffic log
+    finished_at: float | None = None  # perf_counter when finish() ran
+    parsed: RequestBody | None = None  # the body as priced, for the traffic log
     decision: Decision = Decision.REJECT
     reason: Reason = Reason.INVALID_BODY
     message: str | None = None
@@ -95,7 +99,7 @@ class RequestRecord:
 
     def finish(self, metrics: Metrics, logger: Any) -> None:
         """Record metrics and emit the request's one log line."""
-        now = time.perf_counter()
+        now = self.finished_at = time.perf_counter()
         series = metrics.for_route(self.route.label)
         series.request(self.decision, self.reason).inc()
         priced = self.original or self.prediction

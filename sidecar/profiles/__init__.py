@@ -61,17 +61,25 @@ def _llava_rule(family: str, config: dict[str, Any], preprocessor: dict[str, Any
 
 VideoRuleFactory = Callable[[str, dict[str, Any], dict[str, Any]], VideoRule]
 
+
+def _as_family(factory: VisionRuleFactory | VideoRuleFactory, family: str) -> Any:
+    """``factory`` for another ``model_type`` of the same processor family (a MoE sibling)."""
+    return lambda _model_type, config, preprocessor: factory(family, config, preprocessor)
+
+
 # Families whose videos are priced exactly; the others get SIDECAR_VIDEO_TOKENS_PER_ITEM.
 VIDEO_RULES: dict[str, VideoRuleFactory] = {
     "qwen2_vl": QwenVideoRule.from_configs,
     "qwen2_5_vl": QwenVideoRule.from_configs,
     "qwen3_vl": QwenVideoRule.from_configs,
+    "qwen3_vl_moe": _as_family(QwenVideoRule.from_configs, "qwen3_vl"),
 }
 
 VISION_RULES: dict[str, VisionRuleFactory] = {
     "qwen2_vl": QwenSmartResizeRule.from_configs,
     "qwen2_5_vl": QwenSmartResizeRule.from_configs,
     "qwen3_vl": QwenSmartResizeRule.from_configs,
+    "qwen3_vl_moe": _as_family(QwenSmartResizeRule.from_configs, "qwen3_vl"),
     "llava": _llava_rule,
     "gemma3": Gemma3Rule.from_configs,
     "mistral3": PixtralRule.from_configs,
@@ -95,6 +103,7 @@ class ProfileOverrides:
     kv_cache_dtype: str = "auto"
     tensor_parallel_size: int = 1
     block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
+    pipeline_parallel_size: int = 1
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProfileOverrides:
@@ -104,7 +113,9 @@ class ProfileOverrides:
             max_pixels=settings.max_pixels,
             kv_cache_dtype=settings.kv_cache_dtype,
             tensor_parallel_size=settings.tensor_parallel_size,
-            block_size_tokens=settings.block_size_tokens,
+            # Unset: vLLM's own once the engine is read (serve.app.apply_engine_facts).
+            block_size_tokens=settings.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS,
+            pipeline_parallel_size=settings.pipeline_parallel_size,
         )
 
 
@@ -129,18 +140,24 @@ class ModelProfile:
         kv_dtype_bytes = kv_cache_dtype_bytes(overrides.kv_cache_dtype, self.model_dtype_bytes)
         if overrides.tensor_parallel_size < 1 or overrides.block_size_tokens < 1:
             raise ConfigurationError("tensor_parallel_size and block_size must be at least 1")
+        kv = replace(
+            self.kv,
+            dtype_bytes=kv_dtype_bytes,
+            tensor_parallel_size=overrides.tensor_parallel_size,
+            block_size_tokens=overrides.block_size_tokens,
+            pipeline_parallel_size=overrides.pipeline_parallel_size,
+        )
+        try:
+            kv.stage_layers  # noqa: B018 - validates the pipeline split once, at start-up
+        except ValueError as exc:
+            raise ConfigurationError(f"model {self.name!r}: {exc}") from None
         return replace(
             self,
             vision=self.vision.with_pixel_range(overrides.min_pixels, overrides.max_pixels),
             video=None
             if self.video is None
             else self.video.with_pixel_range(overrides.min_pixels, overrides.max_pixels),
-            kv=replace(
-                self.kv,
-                dtype_bytes=kv_dtype_bytes,
-                tensor_parallel_size=overrides.tensor_parallel_size,
-                block_size_tokens=overrides.block_size_tokens,
-            ),
+            kv=kv,
         )
 
 
@@ -228,7 +245,11 @@ def profile_from_configs(
         name=name,
         model_type=model_type,
         vision=vision,
-        kv=KvGeometry(layer_groups=text_model.layer_groups, dtype_bytes=text_model.dtype_bytes),
+        kv=KvGeometry(
+            layer_groups=text_model.layer_groups,
+            dtype_bytes=text_model.dtype_bytes,
+            layer_order=text_model.layer_order,
+        ),
         max_position_embeddings=text_model.max_position_embeddings,
         validated_context_tokens=validated_context_tokens(model_type, text),
         embedding_width=int(vision_config.get("out_hidden_size") or text_model.hidden_size),

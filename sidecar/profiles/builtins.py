@@ -87,12 +87,18 @@ def _qwen2(
 
 
 def _qwen3(
-    hidden: int, layers: int, heads: int, kv_heads: int, parameter_count: int
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    parameter_count: int,
+    *,
+    model_type: str = "qwen3_vl",
 ) -> BuiltinModel:
     """A Qwen3-VL checkpoint: the shared processor files around its text tower's geometry."""
     config = {
-        "model_type": "qwen3_vl",
-        "text_config": _text_tower("qwen3_vl_text", hidden, layers, heads, kv_heads, 262144)
+        "model_type": model_type,
+        "text_config": _text_tower(f"{model_type}_text", hidden, layers, heads, kv_heads, 262144)
         | {"head_dim": 128, "dtype": "bfloat16"},
         "vision_config": {"patch_size": 16, "spatial_merge_size": 2, "out_hidden_size": hidden},
     }
@@ -201,6 +207,34 @@ def _split_image_preprocessor(
     }
 
 
+_LLAMA4_PREPROCESSOR: dict[str, Any] = {
+    "image_processor_type": "Llama4ImageProcessor",
+    "size": {"height": 336, "width": 336},
+    "max_patches": 16,
+    "resize_to_max_canvas": False,
+    "patch_size": 14,
+    "pixel_shuffle_ratio": 0.5,
+}
+
+
+def _llama4(positions: int, parameter_count: int | None) -> BuiltinModel:
+    """A Llama 4 checkpoint: Scout and Maverick share attention, vision and processor."""
+    config = {
+        "model_type": "llama4",
+        "torch_dtype": "bfloat16",
+        "text_config": _text_tower("llama4_text", 5120, 48, 40, 8, positions)
+        | {"head_dim": 128, "attention_chunk_size": 8192, "no_rope_layers": []},
+        "vision_config": {
+            "model_type": "llama4_vision_model",
+            "image_size": 336,
+            "patch_size": 14,
+            "pixel_shuffle_ratio": 0.5,
+            "vision_output_dim": 4096,
+        },
+    }
+    return BuiltinModel(config, _LLAMA4_PREPROCESSOR, parameter_count)
+
+
 BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "llava-hf/llava-1.5-7b-hf": BuiltinModel(
         config={
@@ -243,6 +277,16 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "Qwen/Qwen3-VL-4B-Instruct": _qwen3(2560, 36, 32, 8, 4_437_815_808),
     "Qwen/Qwen3-VL-8B-Instruct": _qwen3(4096, 36, 32, 8, 8_767_123_696),
     "Qwen/Qwen3-VL-32B-Instruct": _qwen3(5120, 64, 64, 8, 33_357_390_064),
+    # MoE (128 experts, 8 active; attention is dense, so only it shapes the KV). config.json
+    # text_config: 48 layers, 32 heads, 4 KV heads of head_dim 128, hidden 2048, 262,144
+    # positions, bfloat16; vision patch 16, merge 2, out_hidden_size 2048: the repository's
+    # file at commit 1fc78ad as transcribed into a public parser test, matching the Megatron
+    # launch arguments for this checkpoint (48 layers, 4 query groups, kv-channels 128). The
+    # processor files are the Qwen3-VL family's. Parameters: 31.07 B, Hugging Face's model
+    # listing (rounded; the safetensors index was not read).
+    "Qwen/Qwen3-VL-30B-A3B-Instruct": _qwen3(
+        2048, 48, 32, 4, 31_070_000_000, model_type="qwen3_vl_moe"
+    ),
     # config.json: Synthetica-AI/gemma-3-4b-it ("Copy model google/gemma-3-4b-it"); public copies of
     # the 12B/27B text_config (12B: 3840/48/16/8, head_dim default 256; 27B: head_dim 128).
     "google/gemma-3-4b-it": BuiltinModel(_gemma3(2560, 34, 8, 4, 256), _GEMMA3_PREPROCESSOR),
@@ -421,27 +465,12 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     # 10,485,760 positions (40x the base model's, huggingface/text-generation-inference#3245).
     # Vision: 336 px, patch 14, pixel_shuffle_ratio 0.5 (the same config's vision_config).
     # Processor values: Llama4ImageProcessor / Llama4Processor class defaults (model-configs.md).
-    "meta-llama/Llama-4-Scout-17B-16E-Instruct": BuiltinModel(
-        config={
-            "model_type": "llama4",
-            "torch_dtype": "bfloat16",
-            "text_config": _text_tower("llama4_text", 5120, 48, 40, 8, 10485760)
-            | {"head_dim": 128, "attention_chunk_size": 8192, "no_rope_layers": []},
-            "vision_config": {
-                "model_type": "llama4_vision_model",
-                "image_size": 336,
-                "patch_size": 14,
-                "pixel_shuffle_ratio": 0.5,
-                "vision_output_dim": 4096,
-            },
-        },
-        preprocessor={
-            "image_processor_type": "Llama4ImageProcessor",
-            "size": {"height": 336, "width": 336},
-            "max_patches": 16,
-            "resize_to_max_canvas": False,
-            "patch_size": 14,
-            "pixel_shuffle_ratio": 0.5,
-        },
-    ),
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": _llama4(10485760, None),
+    # MoE in every other layer (128 experts); attention as Scout's: 48 layers, 40 heads, 8 KV
+    # heads of 128, attention_chunk_size 8192, default NoPE interval 4, bfloat16; 1,048,576
+    # positions; vision_config as Scout's (336 px, patch 14, pixel_shuffle_ratio 0.5). Source:
+    # the Llama-4-Maverick config copied into TensorRT-LLM's Llama 4 tests (cut to 2 layers
+    # there, "reduced ... from 48 layers"). Parameters: 400 B total, 17 B active (Meta's
+    # model card; rounded). Processor: the Llama 4 family's (Scout's).
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": _llama4(1048576, 400_000_000_000),
 }

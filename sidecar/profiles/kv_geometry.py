@@ -41,11 +41,23 @@ and blocks of ``B``:
 With the hybrid manager off (``--disable-hybrid-kv-cache-manager``, KV connectors) vLLM keeps
 one group and holds every token in sliding layers too; these rules assume it is on, vLLM's
 default for sliding-window models.
+
+**Pipeline parallelism.** ``--pipeline-parallel-size P`` gives each stage a run of consecutive
+decoder layers (``distributed.utils.get_pp_indices``: ``L // P`` each, the ``L % P`` left over
+go one each to the stages before the last, last-but-one first). vLLM still forms its KV-cache
+groups from the whole model's layers (``kv_cache_planning.get_global_kv_cache_groups``; a kind
+of ``n`` layers in ``g`` groups puts layers ``i, i + g, ...`` of that kind in group ``i``) and
+then keeps, on each stage, only the layers it holds (``_project_kv_cache_groups_to_worker``).
+Block ids are shared by every group and every stage, so one block costs, on stage ``s``, the
+pages of the largest group's layers on ``s``; every stage gets the smallest stage's block count.
+The per-GPU figures here are the busiest stage's: the one whose block costs the most.
+Without pipeline parallelism that is the group size, and nothing changes.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -78,26 +90,74 @@ class LayerGroup:
     window_tokens: int | None = None
 
 
+def pipeline_stage_layers(num_layers: int, pipeline_parallel_size: int) -> tuple[int, ...]:
+    """Decoder layers on each pipeline stage, as vLLM 0.33's ``get_pp_indices`` assigns them
+    (without ``VLLM_PP_LAYER_PARTITION``); ValueError for more stages than layers."""
+    if pipeline_parallel_size < 1 or pipeline_parallel_size > num_layers:
+        raise ValueError(
+            f"pipeline_parallel_size must be between 1 and the {num_layers} decoder layers, "
+            f"not {pipeline_parallel_size}"
+        )
+    partitions = [num_layers // pipeline_parallel_size] * pipeline_parallel_size
+    for i in range(2, num_layers % pipeline_parallel_size + 2):
+        partitions[-i] += 1
+    return tuple(partitions)
+
+
+_Spec = tuple[AttentionKind, int, int, int | None]
+
+
+def _spec(group: LayerGroup) -> _Spec:
+    """What makes two layers share a vLLM KV-cache spec."""
+    return group.kind, group.num_kv_heads, group.head_dim, group.window_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class _BlockLayout:
+    """How vLLM lays the model's KV out in blocks, on the busiest pipeline stage."""
+
+    groups: dict[_Spec, int]  # KV-cache groups per attention spec
+    layers_per_block: int  # the busiest stage's largest group: pages one block costs
+    stage_layers: tuple[int, ...]  # decoder layers per pipeline stage
+
+
 @dataclass(frozen=True, slots=True)
 class KvGeometry:
-    """The served model's KV layout on one GPU."""
+    """The served model's KV layout on one GPU.
+
+    ``layer_order`` gives each decoder layer, in model order, as an index into
+    ``layer_groups``; empty means the groups' layers one group after another, which is
+    exact for a model with one attention kind.
+    """
 
     layer_groups: tuple[LayerGroup, ...]
     dtype_bytes: int
     tensor_parallel_size: int = 1
     block_size_tokens: int = 16
+    pipeline_parallel_size: int = 1
+    layer_order: tuple[int, ...] = ()
+
+    @property
+    def num_layers(self) -> int:
+        """Decoder layers holding KV, across every pipeline stage."""
+        return sum(group.num_layers for group in self.layer_groups)
+
+    @property
+    def stage_layers(self) -> tuple[int, ...]:
+        """Decoder layers on each pipeline stage."""
+        return _block_layout(self).stage_layers
+
+    @property
+    def layers_per_block(self) -> int:
+        """Layers' pages one KV block costs on the busiest pipeline stage's GPUs."""
+        return _block_layout(self).layers_per_block
 
     def allocated_layers(self, group: LayerGroup) -> int:
-        """Layers' worth of KV vLLM reserves for ``group``, hybrid padding included."""
-        counts = Counter[tuple[AttentionKind, int, int, int | None]]()
-        for g in self.layer_groups:
-            if g.num_layers > 0:
-                counts[g.kind, g.num_kv_heads, g.head_dim, g.window_tokens] += g.num_layers
-        if len(counts) < 2:
-            return group.num_layers
-        smallest, largest = min(counts.values()), max(counts.values())
-        group_size = largest if 2 * largest < 3 * smallest else smallest
-        return -(-group.num_layers // group_size) * group_size
+        """Layers' worth of KV one token of ``group``'s kind costs on a GPU of the busiest
+        stage: its KV-cache groups times the layers one block pays for (hybrid padding and
+        the pipeline split included)."""
+        layout = _block_layout(self)
+        return layout.groups[_spec(group)] * layout.layers_per_block
 
     def group_bytes_per_token(self, group: LayerGroup) -> int:
         """KV bytes one token holds in all layers of ``group``, on one GPU."""
@@ -110,7 +170,7 @@ class KvGeometry:
         """KV bytes per prompt or output token across every self-attention layer, per GPU."""
         return sum(
             self.group_bytes_per_token(g)
-            for g in self.layer_groups
+            for g in _distinct_specs(self.layer_groups)
             if g.kind is not AttentionKind.CROSS
         )
 
@@ -137,5 +197,44 @@ class KvGeometry:
             self.held_blocks(group, sequence_tokens, cross_attention_tokens)
             * self.block_size_tokens
             * self.group_bytes_per_token(group)
-            for group in self.layer_groups
+            for group in _distinct_specs(self.layer_groups)
         )
+
+
+def _distinct_specs(groups: Sequence[LayerGroup]) -> list[LayerGroup]:
+    """One group per attention spec: vLLM keeps layers that share a spec together."""
+    seen: dict[_Spec, LayerGroup] = {}
+    for group in groups:
+        if group.num_layers > 0:
+            seen.setdefault(_spec(group), group)
+    return list(seen.values())
+
+
+@functools.lru_cache(maxsize=64)
+def _block_layout(geometry: KvGeometry) -> _BlockLayout:
+    """vLLM's KV-cache groups and the pipeline split, worked out once per geometry."""
+    order = geometry.layer_order or tuple(
+        index for index, group in enumerate(geometry.layer_groups) for _ in range(group.num_layers)
+    )
+    positions: dict[_Spec, list[int]] = {}
+    for position, index in enumerate(order):
+        positions.setdefault(_spec(geometry.layer_groups[index]), []).append(position)
+    stage_layers = pipeline_stage_layers(max(1, len(order)), geometry.pipeline_parallel_size)
+    if not positions:
+        return _BlockLayout({}, 0, stage_layers)
+    counts = [len(layers) for layers in positions.values()]
+    group_size = max(counts)
+    if len(counts) > 1 and 2 * max(counts) >= 3 * min(counts):
+        group_size = min(counts)  # _get_kv_cache_groups_uniform_page_size
+    groups: dict[_Spec, int] = {}
+    members: list[list[int]] = []
+    for spec, layers in positions.items():
+        count = groups[spec] = -(-len(layers) // group_size)
+        members.extend(layers[i::count] for i in range(count))
+    starts = [sum(stage_layers[:stage]) for stage in range(len(stage_layers))]
+    layers_per_block = max(
+        sum(1 for position in group if start <= position < start + size)
+        for start, size in zip(starts, stage_layers, strict=True)
+        for group in members
+    )
+    return _BlockLayout(groups, layers_per_block, stage_layers)

@@ -51,6 +51,7 @@ class TextModel:
     dtype_bytes: int
     layer_groups: tuple[LayerGroup, ...]
     max_position_embeddings: int  # 0: the config states none
+    layer_order: tuple[int, ...] = ()  # each decoder layer's index into layer_groups
 
 
 def text_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -68,11 +69,13 @@ def read_text_model(config: dict[str, Any], text: dict[str, Any]) -> TextModel:
     heads = int(text["num_attention_heads"])
     kv_heads = int(text.get("num_key_value_heads") or heads)
     head_dim = int(text.get("head_dim") or hidden // heads)
+    groups, order = _layer_groups(text, kv_heads, head_dim)
     return TextModel(
         hidden_size=hidden,
         dtype_bytes=dtype_bytes,
-        layer_groups=_layer_groups(text, kv_heads, head_dim),
+        layer_groups=groups,
         max_position_embeddings=int(text.get("max_position_embeddings") or 0),
+        layer_order=order,
     )
 
 
@@ -84,28 +87,30 @@ def validated_context_tokens(model_type: str, text: dict[str, Any]) -> int | Non
     return _VALIDATED_CONTEXT_TOKENS.get(model_type)
 
 
-def _layer_groups(text: dict[str, Any], kv_heads: int, head_dim: int) -> tuple[LayerGroup, ...]:
-    layer_types = _layer_types(text)
+def _layer_groups(
+    text: dict[str, Any], kv_heads: int, head_dim: int
+) -> tuple[tuple[LayerGroup, ...], tuple[int, ...]]:
+    """One group per attention kind, and each decoder layer's group in model order."""
+    kinds = [AttentionKind.from_layer_type(t) for t in _layer_types(text)]
     window = text.get("sliding_window")
     chunk = text.get("attention_chunk_size")
-    counts = Counter(layer_types)
-    groups = []
-    for layer_type, count in sorted(counts.items()):
-        kind = AttentionKind.from_layer_type(layer_type)
-        groups.append(
-            LayerGroup(
-                kind,
-                count,
-                kv_heads,
-                head_dim,
-                int(window)
-                if kind is AttentionKind.SLIDING_WINDOW and window
-                else int(chunk)
-                if kind is AttentionKind.CHUNKED and chunk
-                else None,
-            )
+    counts = Counter(kinds)
+    ordered = sorted(counts, key=lambda kind: kind.value)
+    groups = tuple(
+        LayerGroup(
+            kind,
+            counts[kind],
+            kv_heads,
+            head_dim,
+            int(window)
+            if kind is AttentionKind.SLIDING_WINDOW and window
+            else int(chunk)
+            if kind is AttentionKind.CHUNKED and chunk
+            else None,
         )
-    return tuple(groups)
+        for kind in ordered
+    )
+    return groups, tuple(ordered.index(kind) for kind in kinds)
 
 
 def _layer_types(text: dict[str, Any]) -> list[str]:

@@ -21,13 +21,27 @@ from sidecar.admission.budgets import Budgets, BudgetsInForce
 from sidecar.admission.ledger import KvLedger
 from sidecar.admission.saturation import SaturationGate
 from sidecar.cost.pricer import Pricer, PricingPolicy
+from sidecar.cost.template_overhead import learned_overhead
+from sidecar.cost.text_estimate import TemplateOverhead
 from sidecar.cost.text_tokens import PromptCounter
-from sidecar.engine import EngineFacts, EngineWatcher, budgets_after, cache_dtype_differs
+from sidecar.engine import (
+    EngineFacts,
+    EngineWatcher,
+    budgets_after,
+    cache_dtype_differs,
+    kv_geometry_after,
+)
 from sidecar.images.addresses import IPAddress, is_public_address
 from sidecar.images.remote import RemoteImagePolicy, RemoteImageProber
 from sidecar.images.resolver import Resolver
 from sidecar.observe.log import get_logger
 from sidecar.observe.metrics import Metrics
+from sidecar.observe.router_load import (
+    RouterLoadCollector,
+    RouterLoadExposition,
+    effective_load,
+)
+from sidecar.observe.traffic import TrafficLog
 from sidecar.profiles import ModelProfile, ProfileOverrides, load_profile
 from sidecar.serve.keys import (
     BUDGETS,
@@ -39,8 +53,10 @@ from sidecar.serve.keys import (
     PRICER,
     PROFILE,
     RESIZE_POOL,
+    ROUTER_LOAD,
     SATURATION,
     SETTINGS,
+    TRAFFIC,
     UPSTREAM,
     Drain,
     EngineView,
@@ -89,7 +105,8 @@ def make_app(
     """The traffic application, with metrics on ``registry``; ``remote_prober`` replaces the
     one built from settings (tests inject one with a stub resolver)."""
     profile = profile or load_profile(settings.model, ProfileOverrides.from_settings(settings))
-    metrics = Metrics(registry or CollectorRegistry(), model=model_label(settings, profile))
+    registry = registry or CollectorRegistry()
+    metrics = Metrics(registry, model=model_label(settings, profile))
     budgets = BudgetsInForce(Budgets.from_settings(settings, profile))
     shadow = settings.mode is Mode.SHADOW
     ledger = KvLedger(
@@ -100,9 +117,10 @@ def make_app(
         PricingPolicy.from_settings(settings),
         remote_prober or make_remote_prober(settings),
         _prompt_counter(settings, profile),
+        _text_overhead(settings, profile),
     )
     saturation = SaturationGate(settings.saturation_kv_usage, settings.saturation_waiting_requests)
-    engine = EngineView()
+    engine = EngineView(kv=profile.kv, max_position_embeddings=profile.max_position_embeddings)
 
     # The inspected routes read and bound the body themselves; pass-through streams it.
     app = web.Application(client_max_size=int(settings.max_body_bytes))
@@ -122,9 +140,23 @@ def make_app(
     app[RESIZE_POOL] = ThreadPoolExecutor(settings.downscale_workers, thread_name_prefix="resize")
     app[ENGINE] = engine
     app[DRAIN] = Drain()
+    app[TRAFFIC] = TrafficLog(settings, metrics.model)
 
+    router_load = RouterLoadCollector(
+        metrics.model,
+        lambda: effective_load(
+            engine.facts,
+            sidecar_waiting=ledger.queue_depth + saturation.waiting,
+            inflight_kv_bytes=ledger.inflight_bytes,
+            kv_budget_bytes=budgets.current.kv_budget_bytes,
+        ),
+        lambda: engine.facts.model_name if engine.facts is not None else None,
+    )
+    registry.register(router_load)
+    app[ROUTER_LOAD] = RouterLoadExposition(router_load)
     metrics.watch_ledger(ledger)
     metrics.watch_engine(lambda: engine.facts, lambda: saturation.saturated)
+    metrics.watch_kv_geometry(lambda: engine.kv)
     metrics.watch_budgets(
         lambda: budgets.current,
         queue_timeout_seconds=settings.queue_timeout_seconds,
@@ -134,6 +166,7 @@ def make_app(
 
     app.cleanup_ctx.append(_upstream_session)
     app.cleanup_ctx.append(_engine_watcher)
+    app.cleanup_ctx.append(_traffic_log)
     # One route for every path: ``router`` reads the raw path as vLLM's server would.
     app.router.add_route("*", "/{tail:.*}", dispatch, expect_handler=expect_continue)
     return app
@@ -145,6 +178,14 @@ def _prompt_counter(settings: Settings, profile: ModelProfile) -> PromptCounter 
     return PromptCounter.from_model_dir(Path(profile.source), profile.model_type)
 
 
+def _text_overhead(settings: Settings, profile: ModelProfile) -> TemplateOverhead | None:
+    """The estimate's template framing, measured from the model directory's own template;
+    None (the family's built-in framing) for a built-in profile or a directory without one."""
+    if profile.source == "builtin":
+        return None
+    return learned_overhead(Path(profile.source), settings.text_chars_per_token)
+
+
 async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
     app[UPSTREAM].open()
     yield
@@ -153,6 +194,15 @@ async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
     if remote is not None:
         await remote.close()
     app[RESIZE_POOL].shutdown(wait=False, cancel_futures=True)
+
+
+async def _traffic_log(app: web.Application) -> AsyncIterator[None]:
+    traffic = app[TRAFFIC]
+    traffic.start()
+    yield
+    traffic.stop()
+    if traffic.dropped:
+        app[LOGGER].warning("traffic_log.dropped", lines=traffic.dropped, path=traffic.path)
 
 
 async def _engine_watcher(app: web.Application) -> AsyncIterator[None]:
@@ -179,9 +229,21 @@ async def _engine_watcher(app: web.Application) -> AsyncIterator[None]:
 
 
 def apply_engine_facts(app: web.Application, facts: EngineFacts) -> None:
-    """Update the budgets, the ledger and the saturation gate from one round of discovery."""
+    """Update the KV block size, the budgets, the ledger and the saturation gate from one
+    round of discovery."""
     settings, profile, logger = app[SETTINGS], app[PROFILE], app[LOGGER]
-    app[ENGINE].facts = facts
+    engine = app[ENGINE]
+    engine.facts = facts
+    kv = kv_geometry_after(
+        engine.kv, facts, block_size_from_engine=settings.block_size_tokens is None
+    )
+    if kv != engine.kv:
+        logger.info(
+            "engine.block_size",
+            block_size_tokens=kv.block_size_tokens,
+            previous_block_size_tokens=engine.kv.block_size_tokens,
+        )
+        engine.kv = kv
     if cache_dtype_differs(facts, profile):
         logger.warning(
             "engine.kv_cache_dtype_differs",

@@ -18,16 +18,28 @@ from sidecar.admission.saturation import SaturationGate
 from sidecar.cost.pricer import Pricer
 from sidecar.engine import EngineFacts
 from sidecar.observe.metrics import Metrics
+from sidecar.observe.router_load import RouterLoadExposition
+from sidecar.observe.traffic import TrafficLog
 from sidecar.profiles import ModelProfile
+from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.serve.relay import Upstream
 from sidecar.settings import Settings
 
 
 @dataclass(slots=True)
 class EngineView:
-    """What vLLM last reported about itself; None until it has been read."""
+    """What vLLM last reported about itself (None until it has been read), and what it
+    changes in pricing: the KV geometry in force and the context a request may fill."""
 
+    kv: KvGeometry  # the profile's, in vLLM's block size unless SIDECAR_BLOCK_SIZE_TOKENS
+    max_position_embeddings: int  # the context until vLLM's max_model_len is read
     facts: EngineFacts | None = None
+
+    @property
+    def context_tokens(self) -> int:
+        """Prompt plus output tokens one sequence may hold: vLLM's ``max_model_len``."""
+        reported = self.facts.max_model_len if self.facts is not None else None
+        return reported or self.max_position_embeddings
 
 
 @dataclass(slots=True)
@@ -49,3 +61,5 @@ UPSTREAM = web.AppKey("upstream", Upstream)
 RESIZE_POOL = web.AppKey("resize_pool", ThreadPoolExecutor)
 ENGINE = web.AppKey("engine", EngineView)
 DRAIN = web.AppKey("drain", Drain)
+ROUTER_LOAD = web.AppKey("router_load", RouterLoadExposition)
+TRAFFIC = web.AppKey("traffic", TrafficLog)

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from sidecar.admission.decision import Downscale, Reason, Reject, decide
 from sidecar.admission.ledger import Reservation
+from sidecar.cost.prediction import with_kv_bytes
 from sidecar.cost.request_body import BodyPolicy, RequestBody, parse_request_body
 from sidecar.errors import (
     BodyTooLargeError,
@@ -35,14 +36,15 @@ from sidecar.observe.usage import UsageChunkStripper, UsageTap
 from sidecar.routes import Route
 from sidecar.serve.keys import (
     BUDGETS,
+    ENGINE,
     LEDGER,
     LOGGER,
     METRICS,
     PRICER,
-    PROFILE,
     RESIZE_POOL,
     SATURATION,
     SETTINGS,
+    TRAFFIC,
     UPSTREAM,
 )
 from sidecar.serve.relay import Forward, forwardable_headers, relay
@@ -70,6 +72,7 @@ async def handle_inspected(request: web.Request, route: Route, path_qs: str) -> 
         return web.Response()  # never sent: the client is gone (raising would log a 500)
     finally:
         record.finish(app[METRICS], app[LOGGER])
+        app[TRAFFIC].write(record)
 
 
 async def _serve(
@@ -80,7 +83,9 @@ async def _serve(
     shadow = record.shadow
     body = await read_body(request, settings)
     try:
-        parsed = await _parse(body, route, settings, request.headers.get("Content-Type"))
+        parsed = record.parsed = await _parse(
+            body, route, settings, request.headers.get("Content-Type")
+        )
         prediction = await pricer.price(parsed, body)
     except InvalidRequestError as exc:
         if not shadow:
@@ -90,11 +95,15 @@ async def _serve(
         async with ledger.reserve(0, settings.queue_timeout_seconds):
             return await _forward(request, path_qs, body, None, record, hide_usage=False)
     vision, _ = pricer.rules_for(parsed)
+    # KV in the geometry in force (vLLM's block size once read), output cut to vLLM's context.
+    engine = app[ENGINE]
+    kv = engine.kv
+    prediction = with_kv_bytes(prediction, kv, context_tokens=engine.context_tokens)
     verdict = decide(
         prediction,
         app[BUDGETS].current,
         vision=vision,
-        kv=app[PROFILE].kv,
+        kv=kv,
         inflight_kv_bytes=ledger.inflight_bytes,
     )
     record.apply(verdict)

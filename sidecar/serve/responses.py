@@ -5,8 +5,11 @@ the HTTP status equal to ``code`` and ``type`` named as vLLM names its errors. A
 routes get Anthropic's, ``{"type": "error", "error": {"type", "message"}}``, with vLLM's
 status-to-type map; Cohere routes get Cohere's, ``{"message", "id"}``, as vLLM's Cohere
 middleware rewrites them. Whether a client should retry is said in headers the official SDKs
-read: ``Retry-After`` on a 429 that may succeed later, ``x-should-retry: false`` on an
-answer no retry can change.
+read: ``Retry-After`` and ``x-should-retry: true`` on a 429 that may succeed later,
+``x-should-retry: false`` on an answer no retry can change. ``x-vlm-sidecar-retry-scope``
+says where a retry can succeed, for gateways that retry across replicas: ``other-replica``
+on a 429 (this replica is busy; another, or this one after ``Retry-After``, may serve it),
+``none`` where no replica with the same budgets ever will.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from sidecar.errors import (
     SidecarError,
 )
 from sidecar.routes import ApiShape
+
+RETRY_SCOPE_HEADER = "x-vlm-sidecar-retry-scope"
 
 # vLLM's own names where it answers with the status; the same style where it never does.
 ERROR_TYPES = {
@@ -95,8 +100,13 @@ def error_response(
     all_headers = dict(headers or {})
     if retry_after_seconds is not None:
         all_headers["Retry-After"] = str(retry_after_seconds)
+        if status == HTTPStatus.TOO_MANY_REQUESTS and retryable is None:
+            retryable = True
+            all_headers[RETRY_SCOPE_HEADER] = "other-replica"
     if retryable is not None:
         all_headers["x-should-retry"] = "true" if retryable else "false"
+    if retryable is False:
+        all_headers[RETRY_SCOPE_HEADER] = "none"
     return web.Response(
         status=status,
         body=error_body(

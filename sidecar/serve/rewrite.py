@@ -80,8 +80,13 @@ def with_processor_max_pixels(body: bytes, max_pixels: int) -> bytes:
 
 
 def with_stream_usage(body: bytes) -> bytes:
-    """Ask vLLM for the final usage chunk: ``stream_options.include_usage``."""
-    return merge_top_level_object(body, "stream_options", {"include_usage": True})
+    """Ask vLLM for the final usage chunk: ``stream_options.include_usage``. A client's
+    ``continuous_usage_stats``, which vLLM honours only with ``include_usage``, is turned off:
+    the client asked for no usage, and every chunk would carry it."""
+    updates: dict[str, object] = {"include_usage": True}
+    if b'"continuous_usage_stats"' in body:
+        updates["continuous_usage_stats"] = False
+    return merge_top_level_object(body, "stream_options", updates)
 
 
 def merge_top_level_object(body: bytes, key: str, updates: dict[str, object]) -> bytes:

@@ -6,6 +6,10 @@ serves nothing, are forwarded unchanged; admin routes follow ``SIDECAR_ADMIN_ROU
 other requests that could make vLLM work follow ``SIDECAR_UNKNOWN_ROUTES``. In shadow mode
 nothing is refused: what enforce mode would refuse is forwarded as sent and counted.
 
+``GET /metrics`` is vLLM's exposition with the two router gauges of ``observe.router_load``
+appended, so an endpoint picker that scrapes the pod's serving port sees the sidecar's queue
+and in-flight KV beside vLLM's own series (every other ``/metrics*`` request passes through).
+
 A request that says ``Expect: 100-continue`` gets its refusal (a 413 for a declared body over
 ``SIDECAR_MAX_BODY_BYTES``, or a refused route) before it uploads anything.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
@@ -23,12 +28,20 @@ from sidecar.errors import (
     SidecarError,
     UnknownRouteError,
     UpstreamError,
+    UpstreamTimeoutError,
 )
+from sidecar.observe.router_load import append_to_exposition
 from sidecar.routes import ApiShape, PathKind
-from sidecar.serve.keys import METRICS, SETTINGS, UPSTREAM
+from sidecar.serve.keys import METRICS, ROUTER_LOAD, SETTINGS, UPSTREAM
 from sidecar.serve.paths import AmbiguousPathError, Target, read_target
 from sidecar.serve.proxy import handle_inspected
-from sidecar.serve.relay import Forward, forwardable_headers, relay, stream_request_body
+from sidecar.serve.relay import (
+    HOP_BY_HOP_HEADERS,
+    Forward,
+    forwardable_headers,
+    relay,
+    stream_request_body,
+)
 from sidecar.serve.responses import response_for_error
 from sidecar.settings import Mode, RoutePolicy
 
@@ -50,6 +63,8 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
     if target.route is not None and request.method == "POST":
         return await handle_inspected(request, target.route, target.path_qs)
     _count(request, target.kind.value, "forwarded")
+    if target.kind is PathKind.METRICS and target.path == "/metrics" and request.method == "GET":
+        return await metrics_with_router_load(request, target.path_qs)
     return await passthrough(request, target.path_qs)
 
 
@@ -136,6 +151,27 @@ def _redirect(target: Target) -> web.Response:
 
 def _count(request: web.Request, kind: str, action: str) -> None:
     request.app[METRICS].uninspected(kind, action).inc()
+
+
+async def metrics_with_router_load(request: web.Request, path_qs: str) -> web.StreamResponse:
+    """vLLM's ``/metrics`` answer, uncompressed, with the router gauges added when it is a 200."""
+    upstream = request.app[UPSTREAM]
+    headers = forwardable_headers(request.headers)
+    headers.popall("Accept-Encoding", None)  # the gauges are appended to plain text
+    try:
+        async with upstream.session.get(upstream.url(path_qs), headers=headers) as answer:
+            body = await answer.read()
+            status, answer_headers = answer.status, answer.headers
+    except TimeoutError:
+        return response_for_error(UpstreamTimeoutError("vLLM's /metrics did not answer in time"))
+    except aiohttp.ClientError as exc:
+        return response_for_error(UpstreamError(f"vLLM's /metrics failed: {type(exc).__name__}"))
+    content_type = answer_headers.get("Content-Type", "")
+    if status == 200 and answer_headers.get("Content-Encoding", "identity") == "identity":
+        body = append_to_exposition(body, content_type, request.app[ROUTER_LOAD])
+    dropped = HOP_BY_HOP_HEADERS | {"content-length"}
+    kept = CIMultiDict((k, v) for k, v in answer_headers.items() if k.lower() not in dropped)
+    return web.Response(status=status, body=body, headers=kept)
 
 
 async def passthrough(request: web.Request, path_qs: str) -> web.StreamResponse:

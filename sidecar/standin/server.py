@@ -23,15 +23,19 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from sidecar.standin.config import Fault, StandinConfig
 from sidecar.standin.metrics import EngineCounters, make_registry
 from sidecar.standin.replies import (
-    MESSAGES,
     ROUTES,
+    PrefixCache,
     StandinRequestError,
+    check_request,
+    count_tokens_answer,
     error_body,
+    invalid_json_error,
     json_answer,
     malformed,
     model_list,
     plan_completion,
     stream_events,
+    tokenize_answer,
 )
 
 FAULT_HEADER = "x-standin-fault"
@@ -66,6 +70,7 @@ class StandinState:
         self.counters = EngineCounters()
         self.registry = make_registry(lambda: self.config, self.counters)
         self.closing = False
+        self.prefix_cache = PrefixCache()
 
     def set_healthy(self, healthy: bool) -> None:
         self.config = dataclasses.replace(self.config, healthy=healthy)
@@ -76,10 +81,15 @@ class StandinState:
         num_gpu_blocks: int | None = None,
         block_size: int | None = None,
         max_model_len: int | None = None,
+        data_parallel_size: int | None = None,
     ) -> None:
-        """Pretend the engine restarted with another KV pool or context length."""
+        """Pretend the engine restarted with another KV pool, context length or engine count
+        (``num_gpu_blocks`` is each data-parallel engine's)."""
         self._change(
-            num_gpu_blocks=num_gpu_blocks, block_size=block_size, max_model_len=max_model_len
+            num_gpu_blocks=num_gpu_blocks,
+            block_size=block_size,
+            max_model_len=max_model_len,
+            data_parallel_size=data_parallel_size,
         )
 
     def set_load(
@@ -142,11 +152,16 @@ async def _until_gone(request: web.Request, state: StandinState) -> None:
 def _parse(raw: bytes) -> Mapping[str, Any]:
     try:
         body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise StandinRequestError(400, f"Request body is not valid JSON: {exc}") from exc
+    except orjson.JSONDecodeError:
+        raise invalid_json_error(raw) from None
     if not isinstance(body, dict):
-        raise StandinRequestError(400, "Request body must be a JSON object.")
+        raise invalid_json_error(raw)
     return body
+
+
+def _anthropic(request: web.Request) -> bool:
+    """Whether vLLM answers errors on this path in Anthropic's envelope."""
+    return request.path.startswith("/v1/messages")
 
 
 async def _stream(
@@ -177,7 +192,7 @@ async def _cut(request: web.Request, payload: bytes) -> web.StreamResponse:
 
 
 async def _answer(request: web.Request, state: StandinState, raw: bytes) -> web.StreamResponse:
-    config, anthropic = state.config, request.path == MESSAGES
+    config, anthropic = state.config, _anthropic(request)
     header = request.headers.get(FAULT_HEADER)
     try:
         fault = config.fault if header is None else Fault.parse(header)
@@ -194,12 +209,26 @@ async def _answer(request: web.Request, state: StandinState, raw: bytes) -> web.
     if fault.status is not None:
         return _error(fault.status, anthropic=anthropic)
     body = _parse(raw)
-    completion = plan_completion(config, request.path, body)
+    check_request(config, request.path, body)
+    cached, created = state.prefix_cache.lookup(config, body, config.prompt_tokens_fn(body))
+    completion = plan_completion(
+        config,
+        request.path,
+        body,
+        request_id=request.headers.get("x-request-id"),
+        cached_tokens=cached,
+        created_cache_tokens=created,
+    )
     state.counters.observe(completion.prompt_tokens, completion.completion_tokens)
     if body.get("stream") is True:
         options = body.get("stream_options")
-        include_usage = isinstance(options, dict) and options.get("include_usage") is True
-        events = stream_events(config, completion, include_usage=include_usage)
+        options = options if isinstance(options, dict) else {}
+        events = stream_events(
+            config,
+            completion,
+            include_usage=options.get("include_usage") is True,
+            continuous_usage=options.get("continuous_usage_stats") is True,
+        )
         delay = fault.chunk_delay_seconds
         delay = config.chunk_delay_seconds if delay is None else delay
         events = malformed(events) if fault.malformed else events
@@ -220,9 +249,34 @@ async def _inference(request: web.Request) -> web.StreamResponse:
     try:
         return await _answer(request, state, raw)
     except StandinRequestError as exc:
-        return _error(exc.status, exc.message, param=exc.param, anthropic=request.path == MESSAGES)
+        return _refusal(request, exc)
     finally:
         state.counters.in_flight -= 1
+
+
+def _refusal(request: web.Request, exc: StandinRequestError) -> web.Response:
+    return _error(
+        exc.status, exc.message, param=exc.param, anthropic=_anthropic(request), kind=exc.kind
+    )
+
+
+async def _counting(request: web.Request) -> web.Response:
+    """``/v1/messages/count_tokens`` and ``/tokenize``: vLLM renders, counts, runs nothing."""
+    state = request.app[STATE]
+    raw = await request.read()
+    state.record(request, raw)
+    try:
+        body = _parse(raw)
+        check_request(state.config, request.path, body)
+    except StandinRequestError as exc:
+        return _refusal(request, exc)
+    if request.path == "/tokenize":
+        return _json(tokenize_answer(state.config, body))
+    return _json(count_tokens_answer(state.config, body))
+
+
+async def _version(request: web.Request) -> web.Response:
+    return _json({"version": request.app[STATE].config.version})
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -268,6 +322,9 @@ def _build_app(state: StandinState) -> web.Application:
     app.on_shutdown.append(_on_shutdown)
     for route in ROUTES:
         app.router.add_post(route, _inference)
+    app.router.add_post("/v1/messages/count_tokens", _counting)
+    app.router.add_post("/tokenize", _counting)
+    app.router.add_get("/version", _version)
     app.router.add_get("/health", _health)
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/metrics", _metrics)

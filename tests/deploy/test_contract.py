@@ -263,6 +263,7 @@ def test_vllm_flags_agree_with_the_sidecar_settings(
         images = json_flag(flags, "--limit-mm-per-prompt").get("image")
         if isinstance(images, dict):
             images = images.get("count")
+        block_size = int(flags.get("--block-size", VLLM_DEFAULT_BLOCK_SIZE))
         pairs = {
             "SIDECAR_MODEL / --model": (settings.model, flags["--model"]),
             "SIDECAR_MAX_PIXELS / --mm-processor-kwargs max_pixels": (
@@ -277,11 +278,18 @@ def test_vllm_flags_agree_with_the_sidecar_settings(
             "SIDECAR_TENSOR_PARALLEL_SIZE / --tensor-parallel-size": (
                 settings.tensor_parallel_size, int(flags.get("--tensor-parallel-size", 1)),
             ),
+            "SIDECAR_PIPELINE_PARALLEL_SIZE / --pipeline-parallel-size": (
+                settings.pipeline_parallel_size, int(flags.get("--pipeline-parallel-size", 1)),
+            ),
+            "SIDECAR_DATA_PARALLEL_SIZE / --data-parallel-size": (
+                settings.data_parallel_size, int(flags.get("--data-parallel-size", 1)),
+            ),
             "SIDECAR_KV_CACHE_DTYPE / --kv-cache-dtype": (
                 settings.kv_cache_dtype, flags.get("--kv-cache-dtype", "auto"),
             ),
+            # Unset, the sidecar reads vLLM's block size from vllm:cache_config_info.
             "SIDECAR_BLOCK_SIZE_TOKENS / --block-size": (
-                settings.block_size_tokens, int(flags.get("--block-size", VLLM_DEFAULT_BLOCK_SIZE)),
+                settings.block_size_tokens or block_size, block_size,
             ),
         }  # fmt: skip
         disagree = {name: pair for name, pair in pairs.items() if pair[0] != pair[1]}
@@ -293,10 +301,16 @@ def test_vllm_flags_agree_with_the_sidecar_settings(
 def test_vllm_gets_one_gpu_per_tensor_parallel_rank(rendered: Rendered) -> None:
     for pod in serving_pods(rendered):
         flags = vllm_flags(pod.vllm)
-        ranks = int(flags.get("--tensor-parallel-size", 1)) * int(
-            flags.get("--pipeline-parallel-size", 1)
+        ranks = (
+            int(flags.get("--tensor-parallel-size", 1))
+            * int(flags.get("--pipeline-parallel-size", 1))
+            * int(flags.get("--data-parallel-size", 1))
         )
-        assert int(pod.vllm["resources"]["limits"]["nvidia.com/gpu"]) == ranks
+        # A multi-node engine spreads its ranks over the group's pods (--nnodes).
+        assert (
+            int(pod.vllm["resources"]["limits"]["nvidia.com/gpu"]) * int(flags.get("--nnodes", 1))
+            == ranks
+        )
 
 
 def test_both_containers_read_the_served_model_directory_from_one_read_only_volume(

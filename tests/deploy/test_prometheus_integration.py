@@ -36,7 +36,7 @@ from sidecar.standin import StandinConfig, run_standin
 from tests.support.imaging import chat_with_images, data_uri, jpeg_uri
 from tests.support.paths import ROOT
 from tests.support.prometheus_tools import require_binary, substitute_grafana
-from tests.support.sidecars import QWEN
+from tests.support.sidecars import MODEL_ALIAS, QWEN
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -309,7 +309,7 @@ async def harness(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Har
     directory = tmp_path_factory.mktemp("prometheus")
     async with contextlib.AsyncExitStack() as stack:
         standin = await stack.enter_async_context(
-            run_standin(StandinConfig(served_model_name=QWEN))
+            run_standin(StandinConfig(served_model_name=QWEN, model_aliases=(MODEL_ALIAS,)))
         )
         settings = Settings(
             model=QWEN,

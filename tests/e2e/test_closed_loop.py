@@ -14,7 +14,7 @@ from sidecar.serve.keys import BUDGETS, ENGINE, LEDGER, SATURATION
 from sidecar.serve.server import RunningSidecar
 from sidecar.standin import StandinConfig, StandinServer, run_standin, start_standin
 from tests.support.imaging import chat_with_images, jpeg_uri
-from tests.support.sidecars import QWEN, SidecarFactory
+from tests.support.sidecars import MODEL_ALIAS, QWEN, SidecarFactory
 from tests.support.waiting import eventually
 
 QWEN_KV_BYTES_PER_TOKEN = 57_344  # Qwen2.5-VL-7B, bf16
@@ -196,6 +196,7 @@ async def test_prediction_error_is_split_into_image_and_text_parts(
 ) -> None:
     image_tokens = 391  # what vLLM would report for the 640x480 image below
     config = StandinConfig(
+        model_aliases=(MODEL_ALIAS,),
         enable_prompt_tokens_details=True,
         image_tokens_fn=lambda body: image_tokens + 10,
         prompt_tokens_fn=lambda body: 500,
@@ -219,3 +220,40 @@ async def test_prediction_error_is_split_into_image_and_text_parts(
     assert registry.get_sample_value(f"{name}_bucket", {**labels, "le": "16.0"}) == 1
     text_name = "vlm_sidecar_text_tokens_prediction_error"
     assert registry.get_sample_value(f"{text_name}_count", labels) == 1
+
+
+async def test_kv_is_priced_in_vllms_block_size_unless_the_operator_set_one(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    standin.set_cache_config(block_size=128)  # vLLM's CPU backend chooses 128
+    with capture_logs() as logs:
+        sidecar = await make_sidecar(engine_poll_seconds=0.05)
+        await eventually(lambda: sidecar.app[ENGINE].kv.block_size_tokens == 128, timeout_seconds=5)
+    changed = next(e for e in logs if e["event"] == "engine.block_size")
+    assert (changed["block_size_tokens"], changed["previous_block_size_tokens"]) == (128, 16)
+    labels = {"model": QWEN}
+    assert sidecar.registry.get_sample_value("vlm_sidecar_kv_block_size_tokens", labels) == 128
+    response = await _post_chat(session, sidecar)
+    prompt_tokens = int(response.headers["x-vlm-sidecar-prompt-tokens"])
+    held_blocks = -(-(prompt_tokens + 4) // 128)
+    assert int(response.headers["x-vlm-sidecar-kv-bytes"]) == (
+        held_blocks * 128 * QWEN_KV_BYTES_PER_TOKEN
+    )
+    pinned = await make_sidecar(engine_poll_seconds=0.05, block_size_tokens=32)
+    await eventually(lambda: pinned.app[ENGINE].facts is not None, timeout_seconds=5)
+    assert pinned.app[ENGINE].kv.block_size_tokens == 32
+    assert pinned.registry.get_sample_value("vlm_sidecar_kv_block_size_tokens", labels) == 32
+
+
+async def test_output_is_held_only_up_to_vllms_context(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    standin.set_cache_config(max_model_len=1024)
+    sidecar = await make_sidecar(engine_poll_seconds=0.05, default_output_tokens=4096)
+    await eventually(lambda: sidecar.app[ENGINE].context_tokens == 1024, timeout_seconds=5)
+    url = f"http://127.0.0.1:{sidecar.port}/v1/chat/completions"
+    # No max_tokens: vLLM generates up to the end of its context, not the 4,096 assumed.
+    async with session.post(url, json=chat_with_images(jpeg_uri(64, 64))) as response:
+        assert response.status == 200
+        kv_bytes = int(response.headers["x-vlm-sidecar-kv-bytes"])
+    assert kv_bytes == 1024 * QWEN_KV_BYTES_PER_TOKEN

@@ -34,7 +34,7 @@ from tests.support.proxy_helpers import (
     sample,
     url_of,
 )
-from tests.support.sidecars import QWEN, SidecarFactory
+from tests.support.sidecars import MODEL_ALIAS, QWEN, SidecarFactory
 from tests.support.waiting import eventually
 
 
@@ -63,7 +63,9 @@ ROUTE_IDS = ["chat", "completions", "responses", "messages"]
 async def test_readiness_flips_when_vllm_stops_and_recovers_without_a_restart_when_it_returns(
     make_sidecar: SidecarFactory, session: aiohttp.ClientSession
 ) -> None:
-    engine = await start_standin(StandinConfig(served_model_name=QWEN))
+    engine = await start_standin(
+        StandinConfig(served_model_name=QWEN, model_aliases=(MODEL_ALIAS,))
+    )
     port = engine.port
     sidecar = await make_sidecar(upstream_url=engine.url, kv_budget_bytes="1GiB")
     try:
@@ -78,7 +80,9 @@ async def test_readiness_flips_when_vllm_stops_and_recovers_without_a_restart_wh
         assert reply.json()["error"]["type"] == "BadGatewayError"
         assert ledger_is_idle(sidecar)
 
-        engine = await start_standin(StandinConfig(served_model_name=QWEN), port=port)
+        engine = await start_standin(
+            StandinConfig(served_model_name=QWEN, model_aliases=(MODEL_ALIAS,)), port=port
+        )
         assert await readiness(session, sidecar) == 200
         for _ in range(3):  # the pool's stale connections are not reused for a failure
             assert (await post(session, sidecar, chat(max_tokens=4))).status == 200

@@ -26,7 +26,10 @@ from tests.support.waiting import eventually
 
 README = ROOT / "README.md"
 ROUTES = [route.label for route in PRIMARY_ROUTES]
-BOUNDED_LABELS = {"model", "route", "decision", "reason", "format", "source", "kind", "action"}
+# model_name: vLLM's served model name on the two router gauges, one value per sidecar.
+BOUNDED_LABELS = {
+    "model", "route", "decision", "reason", "format", "source", "kind", "action", "model_name",
+}  # fmt: skip
 INFO_LABELS = {"model", "family", "source", "vision_rule", "text_tokens", "mode"}
 CHAT = "chat_completions"
 

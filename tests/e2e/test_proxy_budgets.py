@@ -9,6 +9,7 @@ vLLM would really be sent.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
+from sidecar.cost.text_estimate import overhead_for
 from sidecar.serve.keys import BUDGETS, LEDGER
 from sidecar.standin import StandinServer
 from tests.support.imaging import (
@@ -36,6 +38,7 @@ from tests.support.proxy_helpers import (
     CHAT,
     DECISION,
     MESSAGES,
+    PROFILE,
     RESPONSES,
     RULE,
     Reply,
@@ -120,10 +123,12 @@ async def test_proxy_caps_prompt_tokens_at_the_models_context_by_default(
     standin.set_cache_config(max_model_len=128_000)  # vLLM serving the model's full context
     sidecar = await make_sidecar()
     assert sidecar.app[BUDGETS].current.max_request_prompt_tokens == 128_000
-    fits = await post(session, sidecar, chat(text="x" * (3 * 127_984)))
+    framing = overhead_for(PROFILE.model_type)  # the estimate's template framing, one message
+    room = 128_000 - framing.fixed_tokens - framing.per_message_tokens
+    fits = await post(session, sidecar, chat(text="x" * (3 * room)))
     assert fits.status == 200, fits.body
     assert fits.prediction[1] == 128_000
-    over = await post(session, sidecar, chat(text="x" * (3 * 127_984 + 1)))
+    over = await post(session, sidecar, chat(text="x" * (3 * room + 1)))
     assert over.status == 400
     assert over.json()["error"]["message"] == (
         "request costs 128,001 prompt tokens; SIDECAR_MAX_REQUEST_PROMPT_TOKENS is 128,000"
@@ -231,7 +236,7 @@ async def test_proxy_downscales_every_format_to_exactly_the_tokens_it_reports(
     ("path", "body"),
     [
         (CHAT, chat({"image_url": jpeg_uri(1920, 1080)})),
-        (CHAT, chat({"type": "input_image", "image_url": jpeg_uri(1920, 1080)})),
+        (CHAT, chat({"type": "input_image", "image_url": jpeg_uri(1920, 1080), "detail": "auto"})),
         (RESPONSES, responses({"type": "input_image", "image_url": jpeg_uri(1920, 1080)})),
         (MESSAGES, messages(anthropic_base64(1920, 1080), max_tokens=1024)),
         (MESSAGES, messages(anthropic_base64(1920, 1080, "PNG"), max_tokens=1024)),
@@ -281,6 +286,8 @@ async def test_proxy_downscales_with_processor_kwargs_leaving_the_content_as_sen
     session: aiohttp.ClientSession,
     extra: dict[str, Any],
 ) -> None:
+    # This method needs vLLM's --trust-request-mm-kwargs: without it vLLM answers 400.
+    standin.config = dataclasses.replace(standin.config, trust_request_mm_kwargs=True)
     sidecar = await make_sidecar(
         over_budget_action="downscale",
         downscale_method="processor_kwargs",
@@ -321,7 +328,7 @@ SETTING_CASES = [
                  chat(VIDEO, VIDEO, AUDIO), expected(media_tokens=2 * 500 + 70),
                  id="video-and-audio-tokens-per-item"),
     pytest.param({"text_chars_per_token": 1.5}, chat(text="y" * 300),
-                 expected(text_chars=300, chars_per_token=1.5), id="text-chars-per-token"),
+                 expected(text="y" * 300, chars_per_token=1.5), id="text-chars-per-token"),
     pytest.param({"max_pixels": 200_704}, chat(*jpeg_parts((1920, 1080))),
                  expected([(1920, 1080)], rule=RULE.with_pixel_range(None, 200_704)),
                  id="model-max-pixels"),
@@ -359,7 +366,7 @@ def test_setting_cases_differ_from_the_defaults() -> None:
     defaults = {
         "default-output-tokens": expected([(1920, 1080)]),
         "video-and-audio-tokens-per-item": expected(media_tokens=2 * 16_384 + 1_500),
-        "text-chars-per-token": expected(text_chars=300),
+        "text-chars-per-token": expected(text="y" * 300),
         "model-max-pixels": expected([(1920, 1080)]),
         "model-min-pixels": expected([(64, 64)]),
         "kv-cache-dtype-fp8": expected([(1920, 1080)]),

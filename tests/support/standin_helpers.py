@@ -1,4 +1,5 @@
-"""The stand-in tests' own stand-in: fixed token counts, one small body per route."""
+"""The stand-in tests' own stand-in: fixed token counts, one small body per route (naming
+the model the stand-in serves: vLLM answers 404 to any other)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ from typing import Any
 
 from sidecar.standin import StandinConfig
 from tests.support.proxy_helpers import CHAT, COMPLETIONS, MESSAGES, RESPONSES
+from tests.support.sidecars import QWEN
 
 PROMPT_TOKENS = 321
 IMAGE_TOKENS = 64
 BODIES: dict[str, dict[str, Any]] = {
-    CHAT: {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
-    COMPLETIONS: {"model": "m", "prompt": "hi", "max_tokens": 4},
-    RESPONSES: {"model": "m", "input": "hi", "max_output_tokens": 4},
-    MESSAGES: {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+    CHAT: {"model": QWEN, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+    COMPLETIONS: {"model": QWEN, "prompt": "hi", "max_tokens": 4},
+    RESPONSES: {"model": QWEN, "input": "hi", "max_output_tokens": 4},
+    MESSAGES: {"model": QWEN, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
 }
 STREAM_WITH_USAGE = {"stream": True, "stream_options": {"include_usage": True}}
 

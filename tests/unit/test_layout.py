@@ -32,6 +32,7 @@ STAGES: tuple[tuple[str, int], ...] = (
     ("sidecar.observe", 6),
     ("sidecar.serve", 7),
     ("sidecar.standin", 7),
+    ("sidecar.advisor", 7),
     ("sidecar.cli", 8),
     ("sidecar.__main__", 9),
 )

@@ -95,6 +95,8 @@ the rest is derived from the values vLLM is given too, so engine and sidecar can
 {{- $_ := set $env "SIDECAR_METRICS_PORT" (toString (int .Values.sidecar.metricsPort)) }}
 {{- $_ := set $env "SIDECAR_MODEL" .Values.model.path }}
 {{- $_ := set $env "SIDECAR_TENSOR_PARALLEL_SIZE" (toString (int .Values.vllm.tensorParallelSize)) }}
+{{- $_ := set $env "SIDECAR_PIPELINE_PARALLEL_SIZE" (toString (int .Values.vllm.pipelineParallelSize)) }}
+{{- $_ := set $env "SIDECAR_DATA_PARALLEL_SIZE" (toString (int .Values.vllm.dataParallelSize)) }}
 {{- $_ := set $env "SIDECAR_KV_CACHE_DTYPE" .Values.vllm.kvCacheDtype }}
 {{- with .Values.vllm.blockSize }}
 {{- $_ := set $env "SIDECAR_BLOCK_SIZE_TOKENS" (toString (int .)) }}
@@ -125,6 +127,12 @@ sidecar's variables (see vlm-sidecar.sidecarEnv).
 - --host=127.0.0.1
 - --port={{ int $v.port }}
 - --tensor-parallel-size={{ int $v.tensorParallelSize }}
+{{- if gt (int $v.pipelineParallelSize) 1 }}
+- --pipeline-parallel-size={{ int $v.pipelineParallelSize }}
+{{- end }}
+{{- if gt (int $v.dataParallelSize) 1 }}
+- --data-parallel-size={{ int $v.dataParallelSize }}
+{{- end }}
 - --kv-cache-dtype={{ $v.kvCacheDtype }}
 {{- with $v.blockSize }}
 - --block-size={{ int . }}
@@ -169,10 +177,51 @@ exec:
 {{- end }}
 
 {{/*
-The GPU count per pod.
+The GPU count per pod: every rank of the engine(s), spread over a LeaderWorkerSet group's pods.
 */}}
 {{- define "vlm-sidecar.gpus" -}}
-{{- .Values.vllm.gpusPerPod | default .Values.vllm.tensorParallelSize | int }}
+{{- $v := .Values.vllm }}
+{{- $ranks := mul (int $v.tensorParallelSize) (int $v.pipelineParallelSize) (int $v.dataParallelSize) }}
+{{- $pods := ternary (int .Values.leaderWorkerSet.size) 1 .Values.leaderWorkerSet.enabled }}
+{{- if and (not $v.gpusPerPod) (ne (mod $ranks $pods) 0) }}
+{{- fail (printf "%d GPUs (tensor x pipeline x data parallel) do not divide over leaderWorkerSet.size %d pods" $ranks $pods) }}
+{{- end }}
+{{- $v.gpusPerPod | default (div $ranks $pods) | int }}
+{{- end }}
+
+{{/*
+vLLM's multi-node flags in a LeaderWorkerSet group (multiprocessing backend); `rank` is this
+pod's node rank: 0 on the leader, the LWS worker index on a worker.
+*/}}
+{{- define "vlm-sidecar.vllmMultiNodeArgs" -}}
+- --nnodes={{ int .root.Values.leaderWorkerSet.size }}
+- --node-rank={{ .rank }}
+- --master-addr=$(LWS_LEADER_ADDRESS)
+- --master-port={{ int .root.Values.leaderWorkerSet.masterPort }}
+{{- end }}
+
+{{/*
+Labels of the pods that take traffic: the Deployment's, or a LeaderWorkerSet's leaders.
+*/}}
+{{- define "vlm-sidecar.servingSelectorLabels" -}}
+{{ include "vlm-sidecar.selectorLabels" . }}
+{{- if .Values.leaderWorkerSet.enabled }}
+app.kubernetes.io/component: leader
+{{- end }}
+{{- end }}
+
+{{/*
+What autoscalers scale: the Deployment, or the LeaderWorkerSet (it has a scale subresource).
+*/}}
+{{- define "vlm-sidecar.scaleTargetRef" -}}
+{{- if .Values.leaderWorkerSet.enabled }}
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+{{- else }}
+apiVersion: apps/v1
+kind: Deployment
+{{- end }}
+name: {{ include "vlm-sidecar.fullname" . }}
 {{- end }}
 
 {{/*
@@ -188,4 +237,40 @@ The Prometheus label selector for this release's sidecar series.
 */}}
 {{- define "vlm-sidecar.promSelector" -}}
 {{- printf "namespace=%q,service=%q" .Release.Namespace (include "vlm-sidecar.fullname" .) }}
+{{- end }}
+
+{{/*
+The model volume and vLLM's /dev/shm, as pod volumes (the LeaderWorkerSet's leader and workers).
+*/}}
+{{- define "vlm-sidecar.modelVolumes" -}}
+- name: models
+  {{- if .Values.model.volume }}
+  {{- toYaml .Values.model.volume | nindent 2 }}
+  {{- else }}
+  persistentVolumeClaim:
+    claimName: {{ .Values.model.claimName }}
+    readOnly: true
+  {{- end }}
+- name: dshm
+  emptyDir:
+    medium: Memory
+    sizeLimit: {{ .Values.vllm.shmSizeLimit }}
+{{- end }}
+
+{{/*
+Node selector, affinity and tolerations of the serving pods.
+*/}}
+{{- define "vlm-sidecar.placement" -}}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}

@@ -116,7 +116,8 @@ async def test_ledger_raises_overloaded_with_a_readable_message_when_the_wait_ti
     assert error.retry_after_seconds == 1
     assert error.message == (
         "predicted KV cache 512 MiB does not fit the in-flight budget of 1 GiB "
-        "with 768 MiB in flight after waiting 0.01 s; retry later"
+        "with 768 MiB in flight after waiting 0.01 s; retry later (this replica is busy, not "
+        "the service: another replica may serve it now)"
     )
     assert ledger.queue_depth == 0
     holder.release()

@@ -79,5 +79,6 @@ def test_saturation_gate_answers_429_when_vllm_stays_saturated_past_the_timeout(
     assert error.retry_after_seconds == 2
     assert error.message == (
         "vLLM is saturated (vllm:num_requests_waiting is 7, at or above "
-        "SIDECAR_SATURATION_WAITING_REQUESTS 3) and stayed so for 2.4 s; retry later"
+        "SIDECAR_SATURATION_WAITING_REQUESTS 3) and stayed so for 2.4 s; retry later (this "
+        "replica is busy, not the service: another replica may serve it now)"
     )

@@ -409,7 +409,7 @@ IMAGE_PARTS = st.sampled_from(
         {"type": "image_url", "image_url": {"url": DATA_URI}},
         {"type": "image_url", "image_url": {"url": "https://x/a.png"}},
         {"image_url": DATA_URI},
-        {"type": "input_image", "image_url": DATA_URI},
+        {"type": "input_image", "image_url": DATA_URI, "detail": "auto"},
         {"uuid": "u", "image_url": None},
     ]
 )

@@ -47,8 +47,16 @@ CHAT_IMAGES = [
     ({"image_url": URL}, (LINK, URL, None, None, None, None), "type-less string"),
     ({"image_url": DATA_URI}, INLINE, "type-less data URI"),
     ({"image_url": {"url": DATA_URI}}, INLINE, "type-less object"),
-    ({"type": "input_image", "image_url": DATA_URI}, INLINE, "input_image data URI"),
-    ({"type": "input_image", "image_url": URL}, (LINK, URL, None, None, None, None), "input_image"),
+    (
+        {"type": "input_image", "image_url": DATA_URI, "detail": "auto"},
+        INLINE,
+        "input_image data URI",
+    ),
+    (
+        {"type": "input_image", "image_url": URL, "detail": "low"},
+        (LINK, URL, None, None, None, None),
+        "input_image",
+    ),
     ({"uuid": "u1", "image_url": None}, (CACHED, None, None, "u1", None, None), "uuid cached"),
     (
         {"type": "image_url", "image_url": None, "uuid": "u2"},
@@ -94,7 +102,10 @@ def test_parse_request_body_finds_the_image_when_a_chat_part_has_each_vllm_shape
 
 def test_parse_request_body_numbers_images_in_order_of_appearance_across_messages() -> None:
     first = {"role": "user", "content": [{"image_url": URL}, {"image_url": DATA_URI}]}
-    second = {"role": "user", "content": [{"type": "input_image", "image_url": URL + "?2"}]}
+    second = {
+        "role": "user",
+        "content": [{"type": "input_image", "image_url": URL + "?2", "detail": "high"}],
+    }
     result = parsed(orjson.dumps({"messages": [first, second]}))
     assert [(ref.index, ref.source) for ref in result.images] == [(0, LINK), (1, DATA), (2, LINK)]
     assert result.images[2].url == URL + "?2"
@@ -251,7 +262,8 @@ def test_parse_request_body_finds_images_when_they_are_nested_in_an_anthropic_to
     )
     result = parsed(body, Route.MESSAGES)
     assert [(ref.index, ref.source) for ref in result.images] == [(0, DATA), (1, LINK)]
-    assert result.text_chars == len("sys") + len("snap") + len(b'{"q":1}') + len("shot") + 2
+    # A tool_use block is counted as its whole JSON: the template frames it as a tool call.
+    assert result.text_chars == len("sys") + len(orjson.dumps(use)) + len("shot") + 2
 
 
 def test_parse_request_body_ignores_anthropic_blocks_when_they_carry_no_prompt_text() -> None:
@@ -292,7 +304,9 @@ def test_parse_request_body_finds_images_when_responses_input_is_a_list_of_items
         INLINE,
         (LINK, URL, None, None, None, None),
     ]
-    assert result.text_chars == len("rules") + 4 + 1 + 2 + 4 + len("be kind")
+    # A function call is counted as its whole JSON: the template frames it as a tool call.
+    call_chars = len(orjson.dumps(items[2]))
+    assert result.text_chars == len("rules") + 4 + call_chars + 4 + len("be kind")
 
 
 def test_parse_request_body_counts_text_when_responses_input_is_a_string() -> None:
@@ -320,7 +334,12 @@ PART_ERRORS = [
     ({"type": "image_url", "image_url": {}}, "image_url", "'url' must be", "image_url no url"),
     ({"type": "image_url", "image_url": {"url": 5}}, "image_url", "'url' must", "url number"),
     ({"image_url": ["x"]}, "image_url", "must be a string", "type-less image_url list"),
-    ({"type": "input_image", "image_url": None}, "image_url", "must be", "input_image null"),
+    (
+        {"type": "input_image", "image_url": None, "detail": "auto"},
+        "image_url",
+        "must be",
+        "input_image null",
+    ),
     ({"type": "image_pil", "image_pil": "x"}, "image_pil", "JSON", "image_pil value"),
     ({"type": "input_audio", "input_audio": "x"}, "input_audio", "object", "input_audio string"),
     ({"type": "text", "text": 5}, "text", "'text' must be a string", "text number"),

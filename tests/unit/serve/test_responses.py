@@ -89,5 +89,10 @@ def test_error_body_in_cohere_shape_carries_the_message_and_the_request_id() -> 
 
 
 def test_error_response_says_whether_to_retry_as_the_official_sdks_read_it() -> None:
-    assert error_response(413, "never fits", retryable=False).headers["x-should-retry"] == "false"
-    assert "x-should-retry" not in error_response(429, "later", retry_after_seconds=3).headers
+    never = error_response(413, "never fits", retryable=False).headers
+    assert never["x-should-retry"] == "false"
+    assert never["x-vlm-sidecar-retry-scope"] == "none"
+    busy = error_response(429, "later", retry_after_seconds=3).headers
+    assert (busy["x-should-retry"], busy["Retry-After"]) == ("true", "3")
+    assert busy["x-vlm-sidecar-retry-scope"] == "other-replica"
+    assert "x-should-retry" not in error_response(400, "bad request").headers

@@ -50,3 +50,11 @@ def test_with_stream_usage_and_max_pixels_name_vllms_fields() -> None:
     assert orjson.loads(with_stream_usage(body))["stream_options"] == {"include_usage": True}
     kwargs = orjson.loads(with_processor_max_pixels(body, 1_003_520))["mm_processor_kwargs"]
     assert kwargs == {"max_pixels": 1_003_520}
+
+
+def test_with_stream_usage_keeps_continuous_usage_off_as_the_client_had_it() -> None:
+    # vLLM counts continuous_usage_stats only with include_usage: forcing the one would turn
+    # on the other, and every chunk the client gets would carry usage it did not ask for.
+    body = b'{"model": "m", "stream": true, "stream_options": {"continuous_usage_stats": true}}'
+    options = orjson.loads(with_stream_usage(body))["stream_options"]
+    assert options == {"include_usage": True, "continuous_usage_stats": False}

@@ -31,7 +31,25 @@ def test_plan_completion_clamps_completion_tokens_like_vllm(
     assert completion.finish_reason == finish_reason
 
 
-def test_plan_completion_refuses_a_prompt_longer_than_max_model_len() -> None:
+def test_plan_completion_refuses_text_longer_than_max_model_len_while_tokenizing() -> None:
     config = StandinConfig(prompt_tokens_fn=lambda body: 5000, max_model_len=4096)
-    with pytest.raises(StandinRequestError, match=r"Input length \(5000\) exceeds .* \(4096\)"):
+    with pytest.raises(StandinRequestError, match=r"at least 4097 input tokens") as caught:
         plan_completion(config, CHAT, {})
+    assert caught.value.param == "input_tokens"
+
+
+def test_plan_completion_refuses_images_that_push_the_prompt_over_max_model_len() -> None:
+    config = StandinConfig(
+        prompt_tokens_fn=lambda body: 5000, image_tokens_fn=lambda body: 1000, max_model_len=4096
+    )
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+    body = {"messages": [{"role": "user", "content": [image]}]}
+    with pytest.raises(StandinRequestError, match=r"Input length \(5000\) exceeds .* \(4096\)"):
+        plan_completion(config, CHAT, body)
+
+
+def test_plan_completion_refuses_max_tokens_beyond_the_context() -> None:
+    config = StandinConfig(max_model_len=4096)
+    with pytest.raises(StandinRequestError, match=r"max_tokens=5000 cannot be greater") as caught:
+        plan_completion(config, CHAT, {"max_tokens": 5000})
+    assert caught.value.param == "max_tokens"

@@ -4,6 +4,8 @@ client: answers and streams per route, faults, health, models, recording and ech
 from __future__ import annotations
 
 import asyncio
+import base64
+import dataclasses
 import io
 import time
 
@@ -21,6 +23,7 @@ from sidecar.standin import (
     run_standin,
     start_standin,
 )
+from tests.support.imaging import png_uri
 from tests.support.proxy_helpers import CHAT, COMPLETIONS, MESSAGES, RESPONSES, fault, post_json
 from tests.support.standin_helpers import (
     BODIES,
@@ -120,7 +123,15 @@ async def test_standin_streams_the_vllm_usage_chunk_then_done_when_include_usage
     assert content_type == "text/event-stream; charset=utf-8"
     assert raw.endswith(b"\n\ndata: [DONE]\n\n")
     assert done == b"[DONE]"
-    assert list(final) == ["id", "object", "created", "model", "choices", "usage"]
+    assert list(final) == [
+        "id",
+        "object",
+        "created",
+        "model",
+        "choices",
+        "usage",
+        "system_fingerprint",
+    ]
     assert (final["object"], final["choices"]) == (object_kind, [])
     assert final["usage"] == {
         "prompt_tokens": PROMPT_TOKENS,
@@ -128,6 +139,8 @@ async def test_standin_streams_the_vllm_usage_chunk_then_done_when_include_usage
         "completion_tokens": 4,
     }
     assert all(orjson.loads(chunk)["choices"] for chunk in chunks)
+    # The fingerprint moves to the usage chunk when there is one.
+    assert all("system_fingerprint" not in orjson.loads(chunk) for chunk in chunks)
 
 
 @pytest.mark.parametrize(
@@ -142,9 +155,12 @@ async def test_standin_streams_no_usage_chunk_without_include_usage(
     raw = (await post_json(session, standin.url + CHAT, body)).body
     *chunks, done = sse_data(raw)
     assert done == b"[DONE]"
-    assert len(chunks) == 1 + 4 + 1  # role, one per token, finish
+    assert len(chunks) == 1 + 4  # role, one per token: the finish rides on the last token's
     assert all("usage" not in orjson.loads(chunk) for chunk in chunks)
-    assert orjson.loads(chunks[-1])["choices"][0]["finish_reason"] == "length"
+    terminal = orjson.loads(chunks[-1])
+    assert terminal["choices"][0]["finish_reason"] == "length"
+    assert terminal["choices"][0]["delta"]["content"]
+    assert terminal["system_fingerprint"].startswith("vllm-")
 
 
 @pytest.mark.parametrize(
@@ -174,17 +190,32 @@ async def test_standin_streams_usage_in_the_closing_event_of_responses_and_messa
 async def test_standin_reports_prompt_tokens_details_when_enabled(
     session: aiohttp.ClientSession,
 ) -> None:
-    details = {"cached_tokens": 0, "multimodal_tokens": {"image": IMAGE_TOKENS}}
     config = StandinConfig(
         prompt_tokens_fn=fixed_prompt_tokens,
         image_tokens_fn=fixed_image_tokens,
         enable_prompt_tokens_details=True,
     )
+    image = {"type": "image_url", "image_url": {"url": png_uri(32, 32)}}
+    text = {"type": "text", "text": "hi"}
+    with_image = BODIES[CHAT] | {"messages": [{"role": "user", "content": [image, text]}]}
+    full_blocks = PROMPT_TOKENS // 16 * 16  # 16-token blocks
     async with run_standin(config) as server:
-        reply = await post_json(session, server.url + CHAT, BODIES[CHAT])
-        streamed = await post_json(session, server.url + CHAT, BODIES[CHAT] | STREAM_WITH_USAGE)
-    assert reply.json()["usage"]["prompt_tokens_details"] == details
-    assert orjson.loads(sse_data(streamed.body)[-2])["usage"]["prompt_tokens_details"] == details
+        first = await post_json(session, server.url + CHAT, with_image)
+        again = await post_json(session, server.url + CHAT, with_image | STREAM_WITH_USAGE)
+        text_only = await post_json(session, server.url + CHAT, BODIES[CHAT])
+    assert first.json()["usage"]["prompt_tokens_details"] == {
+        "cached_tokens": 0,
+        "created_cache_tokens": full_blocks,
+        "multimodal_tokens": {"image": IMAGE_TOKENS},
+    }
+    # The same prompt again hits the prefix cache; the stream's usage chunk drops nulls.
+    assert orjson.loads(sse_data(again.body)[-2])["usage"]["prompt_tokens_details"] == {
+        "cached_tokens": full_blocks,
+        "created_cache_tokens": 0,
+        "multimodal_tokens": {"image": IMAGE_TOKENS},
+    }
+    # No image: multimodal_tokens is null.
+    assert text_only.json()["usage"]["prompt_tokens_details"]["multimodal_tokens"] is None
 
 
 async def test_standin_keeps_usage_nulls_in_json_answers(
@@ -202,17 +233,31 @@ async def test_standin_answers_vllm_400_when_the_prompt_exceeds_the_context(
     reply = await post_json(session, standin.url + CHAT, BODIES[CHAT])
     error = reply.json()["error"]
     assert reply.status == 400
-    assert (error["type"], error["code"], error["param"]) == ("BadRequestError", 400, None)
+    # Text alone over the context: vLLM says so while tokenizing, naming input_tokens.
+    assert (error["type"], error["code"], error["param"]) == (
+        "BadRequestError",
+        400,
+        "input_tokens",
+    )
+    assert f"at least {PROMPT_TOKENS} input tokens" in error["message"]
 
 
-@pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]"], ids=["not-json", "not-an-object"])
+@pytest.mark.parametrize(
+    ("raw", "error_type", "param"),
+    [(b"{not json", "Bad Request", "body.1"), (b"[1, 2]", "BadRequestError", "body")],
+    ids=["not-json", "not-an-object"],
+)
 async def test_standin_answers_400_for_a_body_that_is_not_a_json_object(
-    standin: StandinServer, session: aiohttp.ClientSession, raw: bytes
+    standin: StandinServer,
+    session: aiohttp.ClientSession,
+    raw: bytes,
+    error_type: str,
+    param: str,
 ) -> None:
     headers = {"Content-Type": "application/json"}
     async with session.post(standin.url + CHAT, data=raw, headers=headers) as response:
         error = (await response.json())["error"]
-    assert (response.status, error["type"]) == (400, "BadRequestError")
+    assert (response.status, error["type"], error["param"]) == (400, error_type, param)
 
 
 @pytest.mark.parametrize(
@@ -250,7 +295,9 @@ async def test_standin_answers_an_anthropic_error_body_on_messages(
     )
     body = reply.json()
     assert reply.status == 503
-    assert (body["type"], body["error"]["type"]) == ("error", "overloaded_error")
+    # vLLM 0.32 wraps its own error type in Anthropic's envelope (tests/data/vllm).
+    assert (body["type"], body["error"]["type"]) == ("error", "Service Unavailable")
+    assert list(body["error"]) == ["type", "message"]
 
 
 async def test_standin_answers_400_naming_the_header_for_an_unknown_fault(
@@ -473,3 +520,46 @@ async def test_make_standin_app_ends_a_hung_request_when_the_client_leaves(
             timeout=aiohttp.ClientTimeout(total=0.1),
         )
     await eventually(lambda: app[STATE].counters.in_flight == 0, timeout_seconds=1)
+
+
+async def test_standin_serves_the_model_under_its_aliases_and_refuses_other_names(
+    session: aiohttp.ClientSession,
+) -> None:
+    config = dataclasses.replace(CONFIG, model_aliases=("m",))
+    body = BODIES[CHAT]
+    async with run_standin(config) as server:
+        alias = await post_json(session, server.url + CHAT, body | {"model": "m"})
+        unnamed = await post_json(session, server.url + CHAT, {**body, "model": None})
+        other = await post_json(session, server.url + CHAT, body | {"model": "gpt-9"})
+        anthropic = await post_json(
+            session, server.url + MESSAGES, BODIES[MESSAGES] | {"model": "x"}
+        )
+        async with session.get(server.url + "/v1/models") as response:
+            cards = (await response.json())["data"]
+    assert (alias.status, unnamed.status) == (200, 200)
+    assert other.status == 404
+    assert other.json()["error"]["param"] == "model"
+    assert other.json()["error"]["message"] == (
+        f"The model `gpt-9` does not exist. Valid aliases: {config.served_model_name}, m."
+    )
+    message = f"The model `x` does not exist. Valid aliases: {config.served_model_name}, m."
+    error = {"type": "NotFoundError", "message": message}
+    assert anthropic.json() == {"type": "error", "error": error}
+    assert [card["id"] for card in cards] == [config.served_model_name, "m"]
+
+
+@pytest.mark.parametrize("load_images", [True, False], ids=["decoded", "not-decoded"])
+async def test_standin_refuses_an_image_it_cannot_decode_unless_told_not_to_decode(
+    session: aiohttp.ClientSession, load_images: bool
+) -> None:
+    config = dataclasses.replace(CONFIG, load_images=load_images)
+    broken = "data:image/png;base64," + base64.b64encode(b"not an image").decode()
+    content = [{"type": "image_url", "image_url": {"url": broken}}, {"type": "text", "text": "?"}]
+    body = BODIES[CHAT] | {"messages": [{"role": "user", "content": content}]}
+    async with run_standin(config) as server:
+        reply = await post_json(session, server.url + CHAT, body)
+    if load_images:
+        assert reply.status == 400
+        assert reply.json()["error"]["message"].startswith("Failed to load image: cannot identify")
+    else:
+        assert reply.status == 200

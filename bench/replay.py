@@ -1,0 +1,139 @@
+"""Replay 1,000,000 recorded requests under a candidate, on one core, in under 10 s.
+
+A traffic log of ``--requests`` lines is generated (seeded): 0 to 4 images per request drawn
+from 60 sizes (phone photos, screenshots, frames, thumbnails), some URLs, text and output
+tokens spread over hundreds of values, arrivals at ``--rate`` per second and service times
+of 0.2 to 8 s. Then ``vlm-sidecar replay`` does its whole work, timed in three parts: read
+and parse the file, re-price and simulate (a per-image token budget with downscale and an
+in-flight KV budget that makes requests queue), and summarise.
+
+    .venv/bin/python bench/replay.py                 # 1,000,000 requests; fails above 10 s
+    .venv/bin/python bench/replay.py --requests 100000
+
+Equal request shapes are priced once (``Candidate`` memoizes by recorded cost), and each
+image size once per vision rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+from sidecar.advisor.candidates import candidate_settings
+from sidecar.advisor.records import read_traffic_log
+from sidecar.advisor.replay import replay
+from sidecar.advisor.report import summarize
+from sidecar.advisor.repricing import Candidate
+
+MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
+LIMIT_SECONDS = 10.0
+PHOTOS = [(4032, 3024), (3024, 4032), (4000, 3000), (3264, 2448), (2448, 3264), (4624, 3468)]
+SCREENS = [(1170, 2532), (1284, 2778), (1080, 2400), (2560, 1440), (1920, 1200), (2880, 1800)]
+FRAMES = [(1920, 1080), (1280, 720), (3840, 2160), (854, 480), (1024, 768), (800, 600)]
+SMALL = [(640, 480), (512, 512), (256, 256), (224, 224), (128, 128), (64, 64), (336, 336)]
+
+
+def sizes(rng: random.Random) -> list[tuple[int, int]]:
+    """60 sizes: the common ones and a few odd crops."""
+    odd = [(rng.randint(200, 3000), rng.randint(200, 3000)) for _ in range(35)]
+    return PHOTOS + SCREENS + FRAMES + SMALL + odd
+
+
+def write_log(path: Path, requests: int, rate: float, seed: int = 14) -> None:
+    rng = random.Random(seed)
+    pool = sizes(rng)
+    weights = [8] * len(PHOTOS) + [6] * len(SCREENS) + [5] * len(FRAMES) + [4] * len(SMALL)
+    weights += [1] * (len(pool) - len(weights))
+    header = {"kind": "settings", "format": 1, "settings": {"model": MODEL}}
+    with path.open("wb") as out:
+        out.write(orjson.dumps(header) + b"\n")
+        arrival = 1_800_000_000.0
+        for number in range(requests):
+            arrival += rng.expovariate(rate)
+            images = []
+            pages = rng.choices(pool, weights)[0] if rng.random() < 0.6 else None
+            for _ in range(rng.choices((0, 1, 2, 3, 4), (10, 70, 12, 5, 3))[0]):
+                if rng.random() < 0.03:
+                    images.append([None, None, None, "url"])
+                else:  # a document's pages share a size; photos and screenshots do not
+                    width, height = pages or rng.choices(pool, weights)[0]
+                    images.append([width, height, "jpeg", "data"])
+            output = rng.choice((None, 256, 512, 1024, 2048))
+            held = round(rng.uniform(0.2, 8.0), 3)
+            line = {
+                "id": f"r{number}",
+                "t": round(arrival, 6),
+                "route": "chat_completions",
+                "model": MODEL,
+                "decision": "admit",
+                "reason": "within_budget",
+                "wait": 0.0,
+                "dur": held,
+                "held": held,
+                "img": images,
+                "text": rng.randint(20, 400) * 2,
+                "exact": False,
+                "out": output or 1024,
+                "out_req": output,
+                "n": 1,
+                "seqs": 1,
+                "kv_held": True,
+                "visual": 0,
+                "prompt": 0,
+                "kv": 0,
+            }
+            out.write(orjson.dumps(line) + b"\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=1_000_000)
+    parser.add_argument("--rate", type=float, default=40.0, help="arrivals per second")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "traffic.jsonl"
+        write_log(path, args.requests, args.rate)
+        megabytes = path.stat().st_size / 2**20
+        started, cpu_started = time.perf_counter(), time.process_time()
+        contents = read_traffic_log(path)
+        read = time.perf_counter()
+        changes = {
+            "max_image_tokens": 1280,
+            "over_budget_action": "downscale",
+            "kv_budget_bytes": "24GiB",
+            "queue_timeout_seconds": 30,
+        }
+        candidate = Candidate(candidate_settings(contents.settings, changes, model=None))
+        result = replay(contents.records, candidate)
+        replayed = time.perf_counter()
+        summary = summarize(contents.records, result)
+        done, cpu = time.perf_counter(), time.process_time() - cpu_started
+    total = done - started
+    print(
+        f"replayed {len(contents.records):,} requests ({megabytes:,.0f} MiB of log) in "
+        f"{cpu:.2f} s of CPU on one core ({total:.2f} s wall, load average "
+        f"{os.getloadavg()[0]:.1f}): read {read - started:.2f} s, price and simulate "
+        f"{replayed - read:.2f} s, summarise {done - replayed:.2f} s (wall); "
+        f"{cpu / max(1, len(contents.records)) * 1e6:.1f} us of CPU per request; "
+        f"{candidate.shapes:,} distinct image shapes"
+    )
+    print(
+        f"decisions {summary['decisions']}; 429s {summary['queue']['status_429']:,}; "
+        f"peak in flight {summary['peak_inflight_kv_bytes'] / 2**30:.1f} GiB"
+    )
+    # CPU seconds: a single thread's time on one core, whatever else shares the machine.
+    if args.requests >= 1_000_000 and cpu > LIMIT_SECONDS:
+        print(f"FAIL: over {LIMIT_SECONDS:g} s of CPU", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

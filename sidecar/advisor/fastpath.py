@@ -1,0 +1,200 @@
+"""The replay's fast path: one prompt's answer without rebuilding its prediction.
+
+Text tokens differ from request to request, so few whole requests repeat; their images do.
+``decide`` reads the text only through the prompt and KV budgets and the KV arithmetic, so
+everything else is worked out once per image shape (``_Shape``: the priced images, the
+per-image and visual-token violation, the downscale plan when the text cannot change its
+allowance) and each request adds only its sums. A request whose text could change the
+downscale plan, a request with several prompts or its own pixel range, and the
+``processor_kwargs`` method take ``decide`` itself. ``tests/unit/advisor/test_fastpath.py``
+checks the two paths agree on random traffic under random budgets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from sidecar.admission.budgets import Budgets
+from sidecar.admission.decision import Decision, Reason, find_violation
+from sidecar.admission.downscale import plan_downscale
+from sidecar.advisor.records import RecordedCost
+from sidecar.cost.prediction import RequestPrediction
+from sidecar.profiles.kv_geometry import KvGeometry
+from sidecar.vision import VisionRule
+
+_Priced = tuple[Decision, Reason, int, int, int, tuple[int, ...], int]
+_Plan = tuple[tuple[int, ...], int, int, int, Reason | None, int]  # tokens, sums, violation
+_UNLIMITED = 1 << 62
+# Enum members read once: a class attribute lookup per request adds up over millions.
+_ADMIT, _DOWNSCALE, _REJECT = Decision.ADMIT, Decision.DOWNSCALE, Decision.REJECT
+_WITHIN, _TOO_MANY = Reason.WITHIN_BUDGET, Reason.MAX_IMAGES_PER_REQUEST
+_PROMPT, _KV, _LARGER = (
+    Reason.MAX_REQUEST_PROMPT_TOKENS,
+    Reason.MAX_REQUEST_KV_BYTES,
+    Reason.LARGER_THAN_KV_BUDGET,
+)
+
+
+@dataclass(slots=True)
+class _Shape:
+    """What a set of images and media costs under the candidate, whatever the text."""
+
+    prediction: RequestPrediction  # at text 0: its images and media
+    tokens: tuple[int, ...]  # per image
+    image_tokens: int
+    fixed_visual: int  # media tokens, images' and videos' wrappers
+    visual: int
+    media_tokens: int
+    image_wrappers: int
+    cross: int
+    too_many: bool
+    violation: Reason | None  # per-image pixels or tokens, or the request's visual tokens
+    plan: _Plan | str | None = None
+
+
+class FastPath:
+    """Prices single-prompt records of one candidate; None where ``decide`` must."""
+
+    def __init__(
+        self,
+        budgets: Budgets,
+        kv: KvGeometry,
+        vision: VisionRule,
+        predict: Callable[[RecordedCost], RequestPrediction | Reason],
+        default_output_tokens: int,
+        context_tokens: int,
+    ) -> None:
+        self.budgets, self.kv, self.vision, self._predict = budgets, kv, vision, predict
+        self.default_output_tokens = default_output_tokens
+        self.context_tokens = context_tokens
+        self._shapes: dict[tuple[object, ...], _Shape | Reason] = {}
+        self._kv: dict[tuple[int, int], int] = {}
+        self._prompt_limit = budgets.max_request_prompt_tokens or _UNLIMITED
+        self._kv_limit = (
+            _UNLIMITED if budgets.max_request_kv_bytes is None else (budgets.max_request_kv_bytes)
+        )
+        self._total = budgets.kv_budget_bytes
+        self._largest = budgets.kv_budget_bytes_per_engine if self._total > 0 else _UNLIMITED
+        # The checks that do not read the text: per image, and the request's visual tokens.
+        self._without_text = replace(
+            budgets, max_request_prompt_tokens=None, max_request_kv_bytes=None
+        )
+
+    @property
+    def shapes(self) -> int:
+        return len(self._shapes)
+
+    def kv_bytes(self, tokens: int, cross: int) -> int:
+        """``request_kv_bytes``, remembered."""
+        key = (tokens, cross)
+        answer = self._kv.get(key)
+        if answer is None:
+            answer = self._kv[key] = self.kv.request_kv_bytes(tokens, cross)
+        return answer
+
+    def price(self, cost: RecordedCost) -> _Priced | None:
+        """(decision, reason, visual, prompt, KV, image tokens, images shrunk), or None."""
+        if cost.prompts is not None or cost.pixel_range is not None or cost.sequences != 1:
+            return None
+        budgets = self.budgets
+        if budgets.downscale and budgets.downscale_with_processor_kwargs:
+            return None
+        key = (cost.images, cost.media)
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = self._shapes[key] = self._shape(cost)
+        if isinstance(shape, Reason):  # refused whatever the text: a URL, an image too large
+            return _REJECT, shape, 0, 0, 0, (), 0
+        text = cost.text_tokens
+        prompt = shape.image_tokens + shape.fixed_visual + text
+        output = (cost.output_requested or self.default_output_tokens) if cost.output_tokens else 0
+        kv = self._request_kv(cost, prompt, output, shape.cross)
+        images, visual = shape.tokens, shape.visual
+        if shape.too_many:
+            return _REJECT, _TOO_MANY, visual, prompt, kv, images, 0
+        reason = shape.violation or self._late_violation(prompt, kv)
+        if reason is None:
+            if kv > self._largest:
+                return _REJECT, _LARGER, visual, prompt, kv, images, 0
+            return _ADMIT, _WITHIN, visual, prompt, kv, images, 0
+        if not budgets.downscale:
+            return _REJECT, reason, visual, prompt, kv, images, 0
+        fixed = prompt - shape.image_tokens
+        allowance = self._allowance(shape)
+        if self._prompt_limit - fixed < allowance or (
+            self._kv_limit < _UNLIMITED
+            and self.kv_bytes(fixed + allowance + cost.n * output, shape.cross) > self._kv_limit
+        ):
+            return None  # the text changes the plan: decide() itself
+        plan = self._plan(shape, text)
+        if isinstance(plan, str):
+            return _REJECT, reason, visual, prompt, kv, images, 0
+        kept, tokens, wrappers, cross, late, shrunk = plan
+        new_prompt = prompt - shape.image_tokens - shape.image_wrappers + tokens + wrappers
+        new_kv = self._request_kv(cost, new_prompt, output, cross)
+        if late is not None or self._late_violation(new_prompt, new_kv) is not None:
+            return _REJECT, reason, visual, prompt, kv, images, 0
+        new_visual = tokens + shape.media_tokens
+        if new_kv > self._largest:
+            return _REJECT, _LARGER, new_visual, new_prompt, new_kv, kept, 0
+        return _DOWNSCALE, reason, new_visual, new_prompt, new_kv, kept, shrunk
+
+    def _request_kv(self, cost: RecordedCost, prompt: int, output: int, cross: int) -> int:
+        """``with_kv_bytes`` for one prompt: output cut to the room the context leaves."""
+        if not cost.holds_kv:
+            return 0
+        held = max(0, min(output, self.context_tokens - prompt))
+        return self.kv_bytes(prompt + cost.n * held, cross)
+
+    def _late_violation(self, prompt: int, kv: int) -> Reason | None:
+        """The budgets that read the text: the prompt's tokens, the request's KV."""
+        if prompt > self._prompt_limit:
+            return _PROMPT
+        if kv > self._kv_limit:
+            return _KV
+        return None
+
+    def _allowance(self, shape: _Shape) -> int:
+        limit = self.budgets.max_request_visual_tokens
+        return min(shape.image_tokens, _UNLIMITED if limit is None else limit - shape.media_tokens)
+
+    def _shape(self, cost: RecordedCost) -> _Shape | Reason:
+        base = self._predict(replace(cost, text_tokens=0))
+        if isinstance(base, Reason):
+            return base
+        limit = self.budgets.max_images_per_request
+        found = find_violation(base, self._without_text)
+        return _Shape(
+            prediction=base,
+            tokens=tuple(i.tokens.tokens for i in base.images),
+            image_tokens=base.image_tokens,
+            fixed_visual=base.prompt_tokens - base.image_tokens,
+            visual=base.visual_tokens,
+            media_tokens=base.media_tokens,
+            image_wrappers=sum(i.tokens.wrapper_tokens for i in base.images),
+            cross=base.cross_attention_tokens,
+            too_many=limit is not None and len(base.images) > limit,
+            violation=None if found is None else found[0],
+        )
+
+    def _plan(self, shape: _Shape, text: int) -> _Plan | str:
+        """The downscale plan, made once for the shape (its allowance does not read the text)."""
+        if shape.plan is None:
+            at = replace(shape.prediction, text_tokens=text)
+            plan = plan_downscale(at, self.budgets, vision=self.vision, kv=self.kv)
+            if isinstance(plan, str):
+                shape.plan = plan
+            else:
+                smaller = plan[0].images
+                late = find_violation(plan[0], self._without_text)
+                kept = tuple(i.tokens.tokens for i in smaller)
+                shape.plan = (
+                    kept,
+                    sum(kept),
+                    sum(i.tokens.wrapper_tokens for i in smaller),
+                    plan[0].cross_attention_tokens,
+                    None if late is None else late[0],
+                    sum(a < b for a, b in zip(kept, shape.tokens, strict=True)),
+                )
+        return shape.plan

@@ -1,0 +1,97 @@
+"""advisor.simulation: the ledger replayed over recorded arrivals, checked case by case and
+against the real ``KvLedger`` driven through the same jobs on a virtual clock."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from sidecar.admission.ledger import KvLedger
+from sidecar.advisor.simulation import Fate, Job, Queueing, simulate
+from sidecar.errors import OverloadedError, QueueFullError
+from tests.support.virtual_time import run_in_virtual_time
+
+G, W, T, F = Fate.GRANTED, Fate.WAITED, Fate.QUEUE_TIMEOUT, Fate.QUEUE_FULL
+
+
+def fates(jobs: list[Job], budget: int, timeout: float = 1.0, depth: int = 100) -> list[Fate]:
+    return list(simulate(jobs, Queueing(budget, timeout, depth)).fates)
+
+
+def test_without_a_budget_every_job_is_granted_and_counted() -> None:
+    result = simulate([Job(0, 5, 1), Job(0.5, 7, 1), Job(2, 1, 1)], Queueing(0, 1, 10))
+    assert result.fates == (G, G, G)
+    assert (result.peak_kv_bytes, result.peak_requests) == (12, 2)
+
+
+def test_a_waiter_is_granted_when_a_release_makes_room() -> None:
+    result = simulate([Job(0, 6, 1.0), Job(0.2, 6, 1.0)], Queueing(10, 5, 10))
+    assert result.fates == (G, W)
+    assert result.waits[1] == pytest.approx(0.8)
+
+
+def test_grants_follow_arrival_order_even_when_a_later_job_would_fit() -> None:
+    jobs = [Job(0, 6, 1.0), Job(0.1, 6, 1.0), Job(0.2, 1, 0.1)]
+    assert fates(jobs, budget=10, timeout=5) == [G, W, W]
+    assert simulate(jobs, Queueing(10, 5, 10)).waits[2] == pytest.approx(0.8)  # with job 1
+
+
+def test_a_waiter_leaves_after_the_timeout_and_the_next_one_may_then_fit() -> None:
+    jobs = [Job(0, 8, 5.0), Job(0.1, 8, 1.0), Job(0.5, 2, 1.0)]
+    assert fates(jobs, budget=10, timeout=1) == [G, T, W]
+
+
+def test_a_full_queue_refuses_at_once() -> None:
+    jobs = [Job(0, 10, 5.0), Job(0.1, 1, 1.0), Job(0.2, 1, 1.0)]
+    assert fates(jobs, budget=10, timeout=1, depth=1) == [G, T, F]
+
+
+def test_a_zero_timeout_never_waits() -> None:
+    assert fates([Job(0, 10, 5.0), Job(0.1, 1, 1.0)], budget=10, timeout=0) == [G, T]
+
+
+def test_a_release_at_the_deadline_grants_before_the_timeout() -> None:
+    assert fates([Job(0, 10, 1.0), Job(0.0, 5, 1.0)], budget=10, timeout=1) == [G, W]
+
+
+def test_shadow_mode_never_queues_but_marks_what_decide_would_make_wait() -> None:
+    result = simulate([Job(0, 8, 1), Job(0.1, 8, 1)], Queueing(10, 1, 1, shadow=True))
+    assert result.fates == (G, G)
+    assert result.would_wait == (False, True)
+    assert result.peak_kv_bytes == 16
+
+
+async def live_ledger(jobs: list[Job], budget: int, wait_seconds: int, depth: int) -> list[Fate]:
+    """The real ledger through the same jobs: each client arrives, acquires, holds, releases."""
+    loop = asyncio.get_running_loop()
+    ledger = KvLedger(budget, max_queue_depth=depth)
+
+    async def client(job: Job) -> Fate:
+        await asyncio.sleep(job.arrival - loop.time())
+        try:
+            reservation = await ledger.acquire(job.kv_bytes, wait_seconds)
+        except QueueFullError:
+            return F
+        except OverloadedError:
+            return T
+        await asyncio.sleep(job.held_seconds)
+        reservation.release()
+        return W if reservation.waited_seconds > 0 else G
+
+    return list(await asyncio.gather(*(client(job) for job in jobs)))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_simulation_decides_as_the_real_ledger_does(seed: int) -> None:
+    rng = random.Random(seed)
+    jobs = sorted(
+        (Job(rng.uniform(0, 20), rng.randint(1, 60), rng.uniform(0.1, 3)) for _ in range(150)),
+        key=lambda job: job.arrival,
+    )
+    depth, timeout = rng.choice([2, 5, 100]), rng.choice([1, 2])
+    expected = fates(jobs, budget=100, timeout=timeout, depth=depth)
+    actual = run_in_virtual_time(lambda: live_ledger(jobs, 100, timeout, depth), tick_seconds=1e-7)
+    assert actual == expected
+    assert {W, T} <= set(expected)  # the load makes jobs wait and time out

@@ -27,7 +27,8 @@ from sidecar.advisor.replay import priced_as_recorded, replay
 from sidecar.advisor.report import print_report, summarize
 from sidecar.advisor.repricing import Candidate, with_settings
 from sidecar.advisor.sweep import advise
-from sidecar.cli.capacity import Hardware, kv_pool_bytes_per_gpu
+from sidecar.cli.capacity import kv_pool_bytes_per_gpu
+from sidecar.cli.hardware_args import add_hardware_arguments, hardware_from_arguments
 from sidecar.errors import ConfigurationError
 from sidecar.settings import Settings
 
@@ -101,13 +102,7 @@ def run_advise(args: argparse.Namespace, out: TextIO) -> int:
     if settings.tensor_parallel_size != args.gpus:
         settings = with_settings(settings, tensor_parallel_size=args.gpus)
         notes.append(f"KV per GPU priced for --gpus {args.gpus} (tensor parallel)")
-    hardware = Hardware(
-        gpu_memory_gib=args.gpu_memory_gib,
-        gpu_count=args.gpus,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-        overhead_gib_per_gpu=args.overhead_gib,
-        weights_gib=args.weights_gib,
-    )
+    hardware = hardware_from_arguments(args)
     candidate = Candidate(settings)
     advice = advise(
         contents.records,
@@ -135,11 +130,7 @@ def add_parsers(commands: Any) -> None:
 
     advise_parser = commands.add_parser("advise", help="recommend budgets from recorded traffic")
     add_traffic_arguments(advise_parser)
-    advise_parser.add_argument("--gpu-memory-gib", type=float, required=True)
-    advise_parser.add_argument("--gpus", type=int, default=1, help="tensor-parallel GPUs")
-    advise_parser.add_argument("--gpu-memory-utilization", type=float, default=0.92)
-    advise_parser.add_argument("--overhead-gib", type=float, default=1.5, help="per GPU")
-    advise_parser.add_argument("--weights-gib", type=float, help="default: parameters x dtype")
+    add_hardware_arguments(advise_parser, default_gpu_memory_gib=None)
     advise_parser.add_argument(
         "--target-downscaled-fraction",
         type=float,

@@ -17,8 +17,9 @@ import orjson
 from pydantic import ValidationError
 
 from sidecar.cli import advise
-from sidecar.cli.capacity import DEFAULT_CAPPED_MAX_PIXELS, Hardware, Workload, make_plan
+from sidecar.cli.capacity import DEFAULT_CAPPED_MAX_PIXELS, Workload, make_plan
 from sidecar.cli.demo import run_demo
+from sidecar.cli.hardware_args import add_hardware_arguments, hardware_from_arguments
 from sidecar.cli.tables import print_plan, print_tokens_table
 from sidecar.errors import ConfigurationError, ImageError
 from sidecar.images.probe import probe_path
@@ -130,12 +131,8 @@ def run_plan(args: argparse.Namespace, out: TextIO) -> int:
         )
         for label, size in sizes
     ]
-    hardware = Hardware(
-        gpu_memory_gib=args.gpu_memory_gib,
-        gpu_count=args.gpus,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-        overhead_gib_per_gpu=args.overhead_gib,
-        weights_gib=args.weights_gib,
+    hardware = hardware_from_arguments(
+        args,
         max_num_batched_tokens=args.max_num_batched_tokens,
         pipeline_parallel_size=args.pipeline_parallel_size,
         data_parallel_size=args.data_parallel_size,
@@ -167,13 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--text-tokens", type=int, default=300)
     plan.add_argument("--output-tokens", type=int, default=500)
     plan.add_argument("--concurrency", type=int, default=32)
-    plan.add_argument("--gpu-memory-gib", type=float, default=80.0)
-    plan.add_argument(
-        "--gpus", "--tensor-parallel-size", type=int, default=1, help="tensor-parallel GPUs"
-    )
-    plan.add_argument("--gpu-memory-utilization", type=float, default=0.92)
-    plan.add_argument("--overhead-gib", type=float, default=1.5, help="per GPU")
-    plan.add_argument("--weights-gib", type=float, help="default: parameters x dtype")
+    add_hardware_arguments(plan, default_gpu_memory_gib=80.0)
     plan.add_argument("--max-num-batched-tokens", type=int)
     plan.add_argument("--capped-max-pixels", type=int, default=DEFAULT_CAPPED_MAX_PIXELS)
     plan.add_argument("--json", action="store_true")

@@ -44,7 +44,7 @@ class RecordedCost:
     pixel_range: tuple[int | None, int | None] | None = None  # the request's trusted kwargs
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: 4x faster to make, and a replay makes millions
 class TrafficRecord:
     """One inspected request: when it came, how long it took, what it cost, what was done."""
 

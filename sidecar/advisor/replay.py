@@ -21,7 +21,7 @@ _FATE_REASONS = {Fate.QUEUE_TIMEOUT: Reason.QUEUE_TIMEOUT, Fate.QUEUE_FULL: Reas
 _DECISIONS = {decision.value: decision for decision in Decision}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: 4x faster to make, and a replay makes millions
 class Outcome:
     """What the candidate does with one recorded request."""
 

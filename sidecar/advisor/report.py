@@ -44,6 +44,7 @@ def summarize(
         for o in outcomes
         if o.decision is Decision.WAIT or (o.decision is Decision.DOWNSCALE and o.wait_seconds > 0)
     ]
+    recorded_decisions = Counter(r.decision for r in records)
     timeouts = reasons.get(Reason.QUEUE_TIMEOUT.value, 0)
     full = reasons.get(Reason.QUEUE_FULL.value, 0)
     return {
@@ -51,7 +52,7 @@ def summarize(
         "decisions": {d.value: decisions.get(d.value, 0) for d in Decision},
         "reasons": dict(sorted(reasons.items())),
         "recorded": {
-            "decisions": {d.value: sum(r.decision == d.value for r in records) for d in Decision},
+            "decisions": {d.value: recorded_decisions.get(d.value, 0) for d in Decision},
             "reasons": dict(sorted(Counter(r.reason for r in records).items())),
         },
         "before": {

@@ -34,7 +34,7 @@ from sidecar.video import VideoTokens
 from sidecar.vision import VisionRule
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: 4x faster to make, and a replay makes millions
 class Priced:
     """A request's answer before the in-flight budget, and what it would forward."""
 

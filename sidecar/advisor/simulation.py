@@ -35,7 +35,7 @@ class Fate(Enum):
     QUEUE_FULL = "queue_full"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: 4x faster to make, and a replay makes millions
 class Job:
     """One forwarded request: arrival (seconds), KV bytes, service time (seconds)."""
 

@@ -35,7 +35,7 @@ import uvloop
 from PIL import Image
 
 from sidecar.observe.log import configure_logging
-from sidecar.serve.server import running_sidecar
+from sidecar.serve.server import running_sidecar, tune_interpreter_for_latency
 from sidecar.settings import LogFormat, Settings
 from sidecar.standin import StandinConfig, run_standin
 
@@ -70,6 +70,7 @@ async def _serve(conn: Connection, upstream_url: str) -> None:
         engine_poll_seconds=0,
     )
     async with running_sidecar(settings) as sidecar:
+        tune_interpreter_for_latency()  # as ``vlm-sidecar serve`` does
         conn.send((sidecar.port, sidecar.metrics_port))
         await loop.run_in_executor(None, conn.recv)
 

@@ -77,7 +77,7 @@ from sidecar.serve.allocator import tune_allocator
 from sidecar.serve.app import make_app
 from sidecar.serve.keys import BUDGETS, METRICS, PRICER, PROFILE, RESIZE_POOL
 from sidecar.serve.relay import forwardable_headers
-from sidecar.serve.server import running_sidecar
+from sidecar.serve.server import running_sidecar, tune_interpreter_for_latency
 from sidecar.settings import LogFormat, Settings
 from sidecar.standin import StandinConfig, run_standin
 
@@ -193,6 +193,7 @@ async def _serve(kind: str, conn: Connection, upstream_url: str) -> None:
                 tune_allocator()  # as `vlm-sidecar serve` does
             settings = sidecar_settings(upstream_url)
             sidecar = await stack.enter_async_context(running_sidecar(settings))
+            tune_interpreter_for_latency()  # as `vlm-sidecar serve` does
             if kind == "sidecar-noop-metrics":
                 sidecar.app[METRICS] = NoopMetrics()  # type: ignore[assignment]
             port = sidecar.port

@@ -24,13 +24,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import pillow_heif
 from PIL import Image, ImageChops
 
 from sidecar.images.data_uri import validate_base64
 from sidecar.images.probe import probe_data_uri
 
 SIZES = ((640, 480), (1920, 1080), (4032, 3024))
+# HEIF is refused as vLLM 0.33 refuses it (not in its format list): nothing to time.
 FORMATS: dict[str, dict[str, Any]] = {
     "JPEG": {"quality": 90},
     "PNG": {},
@@ -39,7 +39,6 @@ FORMATS: dict[str, dict[str, Any]] = {
     "BMP": {},
     "TIFF": {},
     "AVIF": {"quality": 60, "speed": 10},
-    "HEIF": {"quality": 60, "enc_params": {"preset": "ultrafast"}},
 }
 TARGET_PROBE_US = 30.0
 TARGET_SPEEDUP = 1_000
@@ -121,7 +120,6 @@ def data_uri(raw: bytes, media_type: str) -> str:
 
 
 def main() -> int:
-    pillow_heif.register_heif_opener()
     rows = []
     jpeg_12mp: tuple[float, float] | None = None
     for width, height in SIZES:

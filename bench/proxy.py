@@ -178,7 +178,9 @@ async def _serve(kind: str, conn: Connection, upstream_url: str) -> None:
 
     async with contextlib.AsyncExitStack() as stack:
         if kind == "upstream":
-            config = StandinConfig(served_model_name=QWEN, record_requests=False)
+            # The upstream answers at once: vLLM's image decode (which the stand-in can
+            # mirror) would bury the proxies' own cost in the upstream's.
+            config = StandinConfig(served_model_name=QWEN, record_requests=False, load_images=False)
             server = await stack.enter_async_context(run_standin(config, host=HOST))
             port = server.port
         elif kind == "bare":

@@ -721,7 +721,7 @@ def allocator_setup() -> str:
         return "every server tuned by MALLOC_* (--tune-malloc)"
     if GLIBC_DEFAULTS_ENV in os.environ:
         return "glibc defaults everywhere (--glibc-defaults)"
-    return "sidecar tuned as shipped (sidecar/allocator.py), others glibc defaults"
+    return "sidecar tuned as shipped (sidecar/serve/allocator.py), others glibc defaults"
 
 
 def small_jpeg() -> bytes:

@@ -73,6 +73,8 @@ def _visual_allowance(prediction: RequestPrediction, budgets: Budgets, kv: KvGeo
 
 def _water_level(costs: list[int], allowance: int) -> int:
     """Largest cap T with sum(min(cost, T)) <= allowance (allowance is never negative here)."""
+    if sum(costs) <= allowance:  # no request-level budget binds: no cap from the level
+        return max(costs, default=0)
     level = largest_that_fits(
         0, max(costs, default=0), lambda cap: sum(min(cost, cap) for cost in costs) <= allowance
     )
@@ -110,11 +112,13 @@ def _plan_resize(
             tokens = vision.image_tokens(width, height)
         except UnsupportedImageSizeError as exc:
             return str(exc)
-        if (width, height) != (image.width_px, image.height_px):
-            resizes.append(
-                ImageResize(image.index, (image.width_px, image.height_px), (width, height),
-                            image.tokens.tokens, tokens.tokens)
-            )  # fmt: skip
+        if (width, height) == (image.width_px, image.height_px):
+            images.append(image)  # already priced by this rule at this size
+            continue
+        resizes.append(
+            ImageResize(image.index, (image.width_px, image.height_px), (width, height),
+                        image.tokens.tokens, tokens.tokens)
+        )  # fmt: skip
         images.append(replace(image, width_px=width, height_px=height, tokens=tokens))
     if not resizes:
         return "no smaller size lowers this model's cost"

@@ -4,22 +4,25 @@ Text tokens differ from request to request, so few whole requests repeat; their 
 ``decide`` reads the text only through the prompt and KV budgets and the KV arithmetic, so
 everything else is worked out once per image shape (``_Shape``: the priced images, the
 per-image and visual-token violation, the downscale plan when the text cannot change its
-allowance) and each request adds only its sums. A request whose text could change the
-downscale plan, a request with several prompts or its own pixel range, and the
-``processor_kwargs`` method take ``decide`` itself. ``tests/unit/advisor/test_fastpath.py``
+allowance) and each request adds only its sums. A shape of images alone is itself summed
+from each image's price, and so is its plan where no request-level image budget binds
+(each image is then planned on its own): thousands of shapes are combinations of a few
+dozen sizes. A request whose text could change the downscale plan, a request with several
+prompts or its own pixel range, and the ``processor_kwargs`` method take ``decide`` itself. ``tests/unit/advisor/test_fastpath.py``
 checks the two paths agree on random traffic under random budgets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from sidecar.admission.budgets import Budgets
 from sidecar.admission.decision import Decision, Reason, find_violation
 from sidecar.admission.downscale import plan_downscale
-from sidecar.advisor.records import RecordedCost
-from sidecar.cost.prediction import RequestPrediction
+from sidecar.advisor.records import RecordedCost, RecordedImage
+from sidecar.cost.prediction import ImageCost, RequestPrediction
+from sidecar.errors import UnsupportedImageSizeError
 from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.vision import VisionRule
 
@@ -40,7 +43,8 @@ _PROMPT, _KV, _LARGER = (
 class _Shape:
     """What a set of images and media costs under the candidate, whatever the text."""
 
-    prediction: RequestPrediction  # at text 0: its images and media
+    source: RecordedCost  # a request with these images and media
+    parts: tuple[ImageCost, ...] | None  # its images priced one by one; None: with media
     tokens: tuple[int, ...]  # per image
     image_tokens: int
     fixed_visual: int  # media tokens, images' and videos' wrappers
@@ -51,6 +55,7 @@ class _Shape:
     too_many: bool
     violation: Reason | None  # per-image pixels or tokens, or the request's visual tokens
     plan: _Plan | str | None = None
+    prediction: RequestPrediction | None = None  # at text 0; made when the plan needs it
 
 
 class FastPath:
@@ -62,14 +67,17 @@ class FastPath:
         kv: KvGeometry,
         vision: VisionRule,
         predict: Callable[[RecordedCost], RequestPrediction | Reason],
+        price_image: Callable[[RecordedImage], ImageCost | Reason],
         default_output_tokens: int,
         context_tokens: int,
     ) -> None:
         self.budgets, self.kv, self.vision, self._predict = budgets, kv, vision, predict
+        self._price_image = price_image
+        self._images: dict[RecordedImage, ImageCost | Reason] = {}
         self.default_output_tokens = default_output_tokens
         self.context_tokens = context_tokens
         self._shapes: dict[tuple[object, ...], _Shape | Reason] = {}
-        self._kv: dict[tuple[int, int], int] = {}
+        self._kv: dict[int | tuple[int, int], int] = {}
         self._prompt_limit = budgets.max_request_prompt_tokens or _UNLIMITED
         self._kv_limit = (
             _UNLIMITED if budgets.max_request_kv_bytes is None else (budgets.max_request_kv_bytes)
@@ -86,8 +94,9 @@ class FastPath:
         return len(self._shapes)
 
     def kv_bytes(self, tokens: int, cross: int) -> int:
-        """``request_kv_bytes``, remembered."""
-        key = (tokens, cross)
+        """``request_kv_bytes``, remembered (by the token count alone where, as nearly always,
+        no cross-attention states are held: an int hashes faster than a pair)."""
+        key = (tokens, cross) if cross else tokens
         answer = self._kv.get(key)
         if answer is None:
             answer = self._kv[key] = self.kv.request_kv_bytes(tokens, cross)
@@ -160,13 +169,16 @@ class FastPath:
         return min(shape.image_tokens, _UNLIMITED if limit is None else limit - shape.media_tokens)
 
     def _shape(self, cost: RecordedCost) -> _Shape | Reason:
+        if not cost.media:
+            return self._composed(cost)
         base = self._predict(replace(cost, text_tokens=0))
         if isinstance(base, Reason):
             return base
         limit = self.budgets.max_images_per_request
         found = find_violation(base, self._without_text)
         return _Shape(
-            prediction=base,
+            source=cost,
+            parts=None,
             tokens=tuple(i.tokens.tokens for i in base.images),
             image_tokens=base.image_tokens,
             fixed_visual=base.prompt_tokens - base.image_tokens,
@@ -176,25 +188,122 @@ class FastPath:
             cross=base.cross_attention_tokens,
             too_many=limit is not None and len(base.images) > limit,
             violation=None if found is None else found[0],
+            prediction=base,
         )
+
+    def _composed(self, cost: RecordedCost) -> _Shape | Reason:
+        """Images alone, summed from each image's price (``predict`` and ``find_violation``
+        at text 0, written for this case: a request's images are priced one by one)."""
+        parts = []
+        for image in cost.images:
+            part = self._images.get(image)
+            if part is None:
+                part = self._images[image] = self._price_image(image)
+            if isinstance(part, Reason):
+                return part  # the first refused image, as ``predict`` refuses
+            parts.append(part)
+        tokens = tuple([part.tokens.tokens for part in parts])
+        image_tokens = sum(tokens)
+        wrappers = sum([part.tokens.wrapper_tokens for part in parts])
+        budgets = self.budgets
+        limit = budgets.max_images_per_request
+        return _Shape(
+            source=cost,
+            parts=tuple(parts),
+            tokens=tokens,
+            image_tokens=image_tokens,
+            fixed_visual=wrappers,
+            visual=image_tokens,
+            media_tokens=0,
+            image_wrappers=wrappers,
+            cross=sum([part.tokens.cross_attention_tokens for part in parts]),
+            too_many=limit is not None and len(parts) > limit,
+            violation=self._image_violation(parts, tokens),
+        )
+
+    def _image_violation(self, parts: Sequence[ImageCost], tokens: Sequence[int]) -> Reason | None:
+        """``find_violation`` without the text, for images alone: pixels, tokens, visual."""
+        budgets = self.budgets
+        most_pixels = budgets.max_image_pixels
+        if most_pixels is not None and any(part.pixels > most_pixels for part in parts):
+            return Reason.MAX_IMAGE_PIXELS
+        most_tokens = budgets.max_image_tokens
+        if most_tokens is not None and any(t > most_tokens for t in tokens):
+            return Reason.MAX_IMAGE_TOKENS
+        visual = budgets.max_request_visual_tokens
+        if visual is not None and sum(tokens) > visual:
+            return Reason.MAX_REQUEST_VISUAL_TOKENS
+        return None
 
     def _plan(self, shape: _Shape, text: int) -> _Plan | str:
         """The downscale plan, made once for the shape (its allowance does not read the text)."""
         if shape.plan is None:
-            at = replace(shape.prediction, text_tokens=text)
-            plan = plan_downscale(at, self.budgets, vision=self.vision, kv=self.kv)
-            if isinstance(plan, str):
-                shape.plan = plan
+            if shape.parts is not None and self._allowance(shape) == shape.image_tokens:
+                shape.plan = self._composed_plan(shape.parts, shape.tokens)
             else:
-                smaller = plan[0].images
-                late = find_violation(plan[0], self._without_text)
-                kept = tuple(i.tokens.tokens for i in smaller)
-                shape.plan = (
-                    kept,
-                    sum(kept),
-                    sum(i.tokens.wrapper_tokens for i in smaller),
-                    plan[0].cross_attention_tokens,
-                    None if late is None else late[0],
-                    sum(a < b for a, b in zip(kept, shape.tokens, strict=True)),
-                )
+                shape.plan = self._planned(shape, text)
         return shape.plan
+
+    def _planned(self, shape: _Shape, text: int) -> _Plan | str:
+        """``plan_downscale`` itself."""
+        if shape.prediction is None:
+            base = self._predict(replace(shape.source, text_tokens=0))
+            if isinstance(base, Reason):  # pragma: no cover - the shape was priced before
+                return base.value
+            shape.prediction = base
+        at = replace(shape.prediction, text_tokens=text)
+        plan = plan_downscale(at, self.budgets, vision=self.vision, kv=self.kv)
+        if isinstance(plan, str):
+            return plan
+        smaller = plan[0].images
+        late = find_violation(plan[0], self._without_text)
+        kept = tuple(i.tokens.tokens for i in smaller)
+        return (
+            kept,
+            sum(kept),
+            sum(i.tokens.wrapper_tokens for i in smaller),
+            plan[0].cross_attention_tokens,
+            None if late is None else late[0],
+            sum(a < b for a, b in zip(kept, shape.tokens, strict=True)),
+        )
+
+    def _composed_plan(self, parts: Sequence[ImageCost], tokens: Sequence[int]) -> _Plan | str:
+        """``plan_downscale``'s resize plan where no request-level budget binds, image by
+        image: the water level is then the largest resizable image's cost, so each image is
+        capped at that or ``SIDECAR_MAX_IMAGE_TOKENS``, whichever is lower."""
+        resizable = [part.tokens.tokens for part in parts if part.resizable]
+        if not parts or not resizable:
+            return "nothing to shrink: no images, or only URLs"
+        budgets, vision = self.budgets, self.vision
+        level = max(resizable)
+        cap = min(level, budgets.max_image_tokens or level)
+        planned: list[ImageCost] = []
+        resized = False
+        for part in parts:
+            width, height = part.width_px, part.height_px
+            if not part.resizable or width is None or height is None:
+                planned.append(part)
+                continue
+            try:
+                size = vision.downscale_size(
+                    width, height, max_tokens=cap, max_pixels=budgets.max_image_pixels
+                )
+                cost = vision.image_tokens(*size)
+            except UnsupportedImageSizeError as exc:
+                return str(exc)
+            if size == (width, height):
+                planned.append(part)
+            else:
+                resized = True
+                planned.append(ImageCost(part.index, part.source, *size, part.format, cost))
+        if not resized:
+            return "no smaller size lowers this model's cost"
+        kept = tuple([part.tokens.tokens for part in planned])
+        return (
+            kept,
+            sum(kept),
+            sum([part.tokens.wrapper_tokens for part in planned]),
+            sum([part.tokens.cross_attention_tokens for part in planned]),
+            self._image_violation(planned, kept),
+            sum([a < b for a, b in zip(kept, tokens, strict=True)]),
+        )

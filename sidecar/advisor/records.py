@@ -2,7 +2,8 @@
 
 ``sidecar.observe.traffic`` writes the lines; README's "Traffic log" section is the contract.
 A record's ``cost`` holds everything re-pricing needs and nothing else, so equal costs price
-equally under any settings: the replay prices each distinct cost once.
+equally under any settings: lines with equal costs share one object, which the replay prices
+once.
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
+from sys import intern
 from typing import Any
 
 import orjson
@@ -27,7 +31,10 @@ RecordedMedia = tuple[str, int, int, bool]
 RecordedPrompt = tuple[int, int, tuple[int, ...], tuple[int, ...]]
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen (a frozen class costs 6x to make, and a replay makes one per distinct request)
+# and compared by identity (the reader gives equal costs one object, and the replay's memos
+# hash a million of them: identity hashes 4x faster than ``id()``). Never changed once read.
+@dataclass(slots=True, eq=False)
 class RecordedCost:
     """What pricing a request needs: sizes and counts, never content."""
 
@@ -73,69 +80,60 @@ class TrafficLogContents:
     skipped_lines: int
 
 
-def _rare(value: Any) -> bytes | None:
-    """A hashable form of an optional nested field (media, prompts, pixel range)."""
-    return None if value is None else orjson.dumps(value)
+def parse_record(line: dict[str, Any]) -> TrafficRecord:
+    """One record line; KeyError, TypeError or ValueError when it is not one."""
+    return _record(
+        line,
+        _cost(line) if "img" in line else None,
+        int(line.get("visual", 0)),
+        int(line.get("prompt", 0)),
+        int(line.get("kv", 0)),
+    )
 
 
-def parse_record(
-    line: dict[str, Any], costs: dict[tuple[Any, ...], RecordedCost] | None = None
+def _record(
+    head: dict[str, Any],
+    cost: RecordedCost | None,
+    visual_tokens: int,
+    prompt_tokens: int,
+    kv_bytes: int,
 ) -> TrafficRecord:
-    """One record line; KeyError, TypeError or ValueError when it is not one. ``costs``
-    interns equal costs (one object for each, so the replay's memo hashes little)."""
-    cost = None
-    key: tuple[Any, ...] | None = None
-    if "img" in line and costs is not None:
-        key = (
-            tuple(map(tuple, line["img"])),
-            line["text"],
-            line["exact"],
-            line["out"],
-            line["out_req"],
-            line["n"],
-            line["seqs"],
-            line["kv_held"],
-            _rare(line.get("media")),
-            _rare(line.get("seq")),
-            _rare(line.get("px")),
-        )
-        cost = costs.get(key)
-    if "img" in line and cost is None:
-        media = tuple(_media(item) for item in line.get("media") or ())
-        prompts = line.get("seq")
-        pixel_range = line.get("px")
-        cost = RecordedCost(
-            images=tuple((i[0], i[1], i[2], i[3]) for i in line["img"]),
-            text_tokens=int(line["text"]),
-            text_exact=bool(line["exact"]),
-            output_tokens=int(line["out"]),
-            output_requested=line["out_req"],
-            n=int(line["n"]),
-            sequences=int(line["seqs"]),
-            holds_kv=bool(line["kv_held"]),
-            media=media,
-            prompts=None
-            if prompts is None
-            else tuple((int(p[0]), int(p[1]), tuple(p[2]), tuple(p[3])) for p in prompts),
-            pixel_range=None if pixel_range is None else (pixel_range[0], pixel_range[1]),
-        )
-        if key is not None and costs is not None:
-            costs[key] = cost
-    held = line["held"]
-    return TrafficRecord(
-        request_id=str(line["id"]),
-        arrival=float(line["t"]),
-        route=str(line["route"]),
-        model=str(line["model"]),
-        decision=str(line["decision"]),
-        reason=str(line["reason"]),
-        wait_seconds=float(line["wait"]),
-        duration_seconds=float(line["dur"]),
-        held_seconds=None if held is None else float(held),
-        cost=cost,
-        visual_tokens=int(line.get("visual", 0)),
-        prompt_tokens=int(line.get("prompt", 0)),
-        kv_bytes=int(line.get("kv", 0)),
+    """A record from a line's own fields (``head``) and its cost and recorded price."""
+    held = head["held"]
+    return TrafficRecord(  # positional: keywords cost a third more, a million times
+        str(head["id"]),
+        float(head["t"]),
+        # Interned: a million equal strings would otherwise be a million objects (280 MB).
+        intern(head["route"]),
+        intern(head["model"]),
+        intern(head["decision"]),
+        intern(head["reason"]),
+        float(head["wait"]),
+        float(head["dur"]),
+        None if held is None else float(held),
+        cost,
+        visual_tokens,
+        prompt_tokens,
+        kv_bytes,
+    )
+
+
+def _cost(line: dict[str, Any]) -> RecordedCost:
+    media, prompts, pixel_range = line.get("media"), line.get("seq"), line.get("px")
+    return RecordedCost(
+        tuple([(i[0], i[1], i[2], i[3]) for i in line["img"]]),
+        int(line["text"]),
+        bool(line["exact"]),
+        int(line["out"]),
+        line["out_req"],
+        int(line["n"]),
+        int(line["seqs"]),
+        bool(line["kv_held"]),
+        () if not media else tuple([_media(item) for item in media]),
+        None
+        if prompts is None
+        else tuple([(int(p[0]), int(p[1]), tuple(p[2]), tuple(p[3])) for p in prompts]),
+        None if pixel_range is None else (pixel_range[0], pixel_range[1]),
     )
 
 
@@ -151,24 +149,29 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
     records: list[TrafficRecord] = []
     settings: dict[str, Any] | None = None
     headers = skipped = 0
-    costs: dict[tuple[Any, ...], RecordedCost] = {}
     # The writer puts the request's own fields first and its cost after them, from "img" on:
-    # lines with equal tails have equal costs, read once.
+    # lines with equal tails have equal costs, read once and shared. A tail is kept only
+    # from a line whose own fields all come first, so it holds every cost field and nothing
+    # else, and a later line with an equal tail has that cost whatever comes before it.
     tails: dict[bytes, TrafficRecord] = {}
+    in_order = True
+    latest = -math.inf
     for raw in lines:
-        if not raw.strip():
-            continue
         try:
-            line = orjson.loads(raw)
             at = raw.find(b'"img":')
             seen = tails.get(raw[at:]) if at > 0 else None
-            if seen is not None and _head_then_cost(line):
-                records.append(_with_head(seen, line))
-            elif line.get("kind") == "settings":
-                settings, headers = dict(line["settings"]), headers + 1
+            if seen is not None and raw[at - 1] == _COMMA:
+                # Only the head is parsed: its tail was read before. A third less to parse.
+                head = orjson.loads(raw[: at - 1] + b"}")
+                record = _record(
+                    head, seen.cost, seen.visual_tokens, seen.prompt_tokens, seen.kv_bytes
+                )
             else:
-                record = parse_record(line, costs)
-                records.append(record)
+                line = orjson.loads(raw)
+                if line.get("kind") == "settings":
+                    settings, headers = dict(line["settings"]), headers + 1
+                    continue
+                record = parse_record(line)
                 if at > 0 and _head_then_cost(line):
                     tails[raw[at:]] = record
         except (
@@ -179,37 +182,24 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
             ValueError,
             IndexError,
         ):
-            skipped += 1
-    records.sort(key=lambda record: record.arrival)
+            skipped += bool(raw.strip())  # blank lines are not worth a count
+            continue
+        records.append(record)
+        if record.arrival < latest:
+            in_order = False
+        latest = record.arrival
+    if not in_order:  # lines are written as requests finish, not as they arrive
+        records.sort(key=attrgetter("arrival"))
     return TrafficLogContents(tuple(records), settings, headers, skipped)
 
 
+_COMMA = ord(",")
 _HEAD = ("id", "t", "route", "model", "decision", "reason", "wait", "dur", "held", "img")
 
 
 def _head_then_cost(line: dict[str, Any]) -> bool:
     """Whether the line's own fields all come before its cost (as the writer puts them)."""
     return tuple(itertools.islice(line, len(_HEAD))) == _HEAD
-
-
-def _with_head(seen: TrafficRecord, line: dict[str, Any]) -> TrafficRecord:
-    """``seen``'s cost (and recorded price) with this line's own fields."""
-    held = line["held"]
-    return TrafficRecord(
-        str(line["id"]),
-        float(line["t"]),
-        str(line["route"]),
-        str(line["model"]),
-        str(line["decision"]),
-        str(line["reason"]),
-        float(line["wait"]),
-        float(line["dur"]),
-        None if held is None else float(held),
-        seen.cost,
-        seen.visual_tokens,
-        seen.prompt_tokens,
-        seen.kv_bytes,
-    )
 
 
 def log_files(path: Path) -> list[Path]:
@@ -220,13 +210,17 @@ def log_files(path: Path) -> list[Path]:
 
 @contextlib.contextmanager
 def bulk() -> Iterator[None]:
-    """No cyclic garbage collection while millions of acyclic records are made: the
-    collector would walk them all again and again (a third of a replay's time)."""
+    """No cyclic garbage collection while millions of acyclic records are made, and none
+    over them afterwards: they are frozen out of the collector (``gc.freeze``), which would
+    otherwise walk them all again and again (a third of a replay's time, 1.7 s for a million
+    records at the first collection after). Acyclic objects are still freed when the last
+    reference goes; only cycles made in the meantime wait for ``gc.unfreeze``."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()
         if enabled:
             gc.enable()
 
@@ -234,10 +228,6 @@ def bulk() -> Iterator[None]:
 def read_traffic_log(path: Path) -> TrafficLogContents:
     """Every record of ``path`` and its backup."""
 
-    def lines() -> Iterable[bytes]:
-        for file in log_files(path):
-            with file.open("rb") as handle:
-                yield from handle
-
-    with bulk():
-        return parse_lines(lines())
+    with bulk(), contextlib.ExitStack() as files:
+        handles = [files.enter_context(file.open("rb")) for file in log_files(path)]
+        return parse_lines(itertools.chain.from_iterable(handles))

@@ -9,67 +9,112 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Mapping, Sequence
+from itertools import compress, repeat
+from operator import attrgetter, is_not
+from typing import Any, TextIO, TypeVar
 
 from sidecar.admission.decision import Decision, Reason
-from sidecar.advisor.records import TrafficRecord
+from sidecar.advisor.records import TrafficRecord, bulk
 from sidecar.advisor.replay import ReplayResult
 from sidecar.units import format_bytes
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
+Number = TypeVar("Number", int, float)
+_REJECT, _WAIT, _DOWNSCALE = Decision.REJECT, Decision.WAIT, Decision.DOWNSCALE
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:
     """Nearest-rank p50, p95 and p99; zeros for no values."""
-    ordered = sorted(values)
-    if not ordered:
+    return weighted_percentiles(Counter(values))
+
+
+def weighted_percentiles(counts: Mapping[Number, int]) -> dict[str, float]:
+    """Nearest-rank p50, p95 and p99 of values given with how often each occurs: a
+    million requests carry a few thousand distinct prices, and sorting those is cheap."""
+    total = sum(counts.values())
+    if not total:
         return {name: 0 for name, _ in QUANTILES}
-    return {name: ordered[max(0, math.ceil(q * len(ordered)) - 1)] for name, q in QUANTILES}
+    answer: dict[str, float] = {}
+    ordered = iter(sorted(counts.items()))
+    value: float = 0
+    seen = 0
+    for name, quantile in QUANTILES:
+        rank = max(1, math.ceil(quantile * total))
+        while seen < rank:
+            value, count = next(ordered)
+            seen += count
+        answer[name] = value
+    return answer
 
 
 def summarize(
     records: Sequence[TrafficRecord], result: ReplayResult, notes: Sequence[str] = ()
 ) -> dict[str, Any]:
     """The report of one replay (``replay --json`` prints it)."""
+    with bulk():
+        return _summarize(records, result, notes)
+
+
+def _summarize(
+    records: Sequence[TrafficRecord], result: ReplayResult, notes: Sequence[str]
+) -> dict[str, Any]:
+    # Counted by object, not request by request: requests with one answer share one outcome
+    # (and one recorded cost), so a million requests are a few hundred thousand objects.
     outcomes = result.outcomes
-    decisions = Counter(o.decision.value for o in outcomes)
-    reasons = Counter(
-        str(o.reason.value if isinstance(o.reason, Reason) else o.reason) for o in outcomes
-    )
-    priced = [r for r in records if r.cost is not None]
-    forwarded = [o.priced for o in outcomes if o.forwarded and o.priced is not None]
-    waited = [
-        o.wait_seconds
-        for o in outcomes
-        if o.decision is Decision.WAIT or (o.decision is Decision.DOWNSCALE and o.wait_seconds > 0)
-    ]
-    recorded_decisions = Counter(r.decision for r in records)
+    decisions: dict[Decision, int] = {}
+    reasons: Counter[str] = Counter()
+    visual: dict[int, int] = {}
+    prompt: dict[int, int] = {}
+    kv: dict[int, int] = {}
+    waited: Counter[float] = Counter()
+    downscaled = 0
+    by_reason: dict[Reason | str, int] = {}
+    for outcome, count in Counter(outcomes).items():  # by identity: shared ones once
+        decision, priced = outcome.decision, outcome.priced
+        decisions[decision] = decisions.get(decision, 0) + count
+        by_reason[outcome.reason] = by_reason.get(outcome.reason, 0) + count
+        if priced is not None and decision is not _REJECT:
+            visual[priced.visual_tokens] = visual.get(priced.visual_tokens, 0) + count
+            prompt[priced.prompt_tokens] = prompt.get(priced.prompt_tokens, 0) + count
+            kv[priced.kv_bytes] = kv.get(priced.kv_bytes, 0) + count
+            downscaled += priced.downscaled_images * count
+        wait = outcome.wait_seconds
+        if decision is _WAIT or (decision is _DOWNSCALE and wait > 0):
+            waited[wait] += count
+    for reason, count in by_reason.items():
+        reasons[reason.value if isinstance(reason, Reason) else str(reason)] += count
+    costs = list(map(attrgetter("cost"), records))
+    priced_records = list(compress(records, map(is_not, costs, repeat(None))))
     timeouts = reasons.get(Reason.QUEUE_TIMEOUT.value, 0)
     full = reasons.get(Reason.QUEUE_FULL.value, 0)
+    recorded_decisions = Counter(map(attrgetter("decision"), records))
     return {
         "requests": len(outcomes),
-        "decisions": {d.value: decisions.get(d.value, 0) for d in Decision},
+        "decisions": {d.value: decisions.get(d, 0) for d in Decision},
         "reasons": dict(sorted(reasons.items())),
         "recorded": {
             "decisions": {d.value: recorded_decisions.get(d.value, 0) for d in Decision},
-            "reasons": dict(sorted(Counter(r.reason for r in records).items())),
+            "reasons": dict(sorted(Counter(map(attrgetter("reason"), records)).items())),
         },
         "before": {
-            "visual_tokens": percentiles([r.visual_tokens for r in priced]),
-            "prompt_tokens": percentiles([r.prompt_tokens for r in priced]),
-            "kv_bytes": percentiles([r.kv_bytes for r in priced]),
+            name: weighted_percentiles(Counter(map(attrgetter(name), priced_records)))
+            for name in ("visual_tokens", "prompt_tokens", "kv_bytes")
         },
-        "visual_tokens_per_request": percentiles([p.visual_tokens for p in forwarded]),
-        "prompt_tokens_per_request": percentiles([p.prompt_tokens for p in forwarded]),
-        "kv_bytes_per_request": percentiles([p.kv_bytes for p in forwarded]),
+        "visual_tokens_per_request": weighted_percentiles(visual),
+        "prompt_tokens_per_request": weighted_percentiles(prompt),
+        "kv_bytes_per_request": weighted_percentiles(kv),
         "images": {
-            "total": sum(len(r.cost.images) for r in priced if r.cost is not None),
-            "downscaled": sum(p.downscaled_images for p in forwarded),
+            "total": sum(
+                len(cost.images) * count
+                for cost, count in Counter(costs).items()
+                if cost is not None
+            ),
+            "downscaled": downscaled,
         },
         "queue": {
-            "waited": len(waited),
-            "wait_seconds": {**percentiles(waited), "max": max(waited, default=0.0)},
+            "waited": waited.total(),
+            "wait_seconds": {**weighted_percentiles(waited), "max": max(waited, default=0.0)},
             "queue_timeout": timeouts,
             "queue_full": full,
             "status_429": timeouts + full,

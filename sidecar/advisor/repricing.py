@@ -25,7 +25,6 @@ from sidecar.cost.prediction import (
     RequestPrediction,
     VideoCost,
     predict_request,
-    with_kv_bytes,
 )
 from sidecar.errors import ConfigurationError, ImageError
 from sidecar.profiles import ModelProfile, ProfileOverrides, load_profile
@@ -76,6 +75,7 @@ class Candidate:
             self.profile.kv,
             self.vision,
             self._predict_or_reason,
+            self._image_or_reason,
             settings.default_output_tokens,
             self.context_tokens,
         )
@@ -98,6 +98,12 @@ class Candidate:
     def _predict_or_reason(self, cost: RecordedCost) -> RequestPrediction | Reason:
         try:
             return self.predict(cost, self._rule(cost.pixel_range))
+        except _Refused as refused:
+            return refused.reason
+
+    def _image_or_reason(self, image: RecordedImage) -> ImageCost | Reason:
+        try:
+            return self._image(0, image, self.vision)
         except _Refused as refused:
             return refused.reason
 
@@ -171,9 +177,10 @@ class Candidate:
             sequences=cost.sequences,
             longest_prompt_tokens=max(lengths, default=0),
             holds_kv=cost.holds_kv,
+            # As the proxy does: output cut to the context vLLM leaves it.
+            context_tokens=self.context_tokens,
         )
-        # As the proxy does: output cut to the context vLLM leaves it.
-        return with_kv_bytes(prediction, self.profile.kv, context_tokens=self.context_tokens)
+        return prediction
 
     def _rule(self, pixel_range: tuple[int | None, int | None] | None) -> VisionRule:
         rule = self._rules.get(pixel_range)

@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 
 class Fate(Enum):
@@ -35,9 +36,9 @@ class Fate(Enum):
     QUEUE_FULL = "queue_full"
 
 
-@dataclass(slots=True)  # not frozen: 4x faster to make, and a replay makes millions
-class Job:
-    """One forwarded request: arrival (seconds), KV bytes, service time (seconds)."""
+class Job(NamedTuple):
+    """One forwarded request: arrival (seconds), KV bytes, service time (seconds). A replay
+    passes plain tuples: a million of them are made at C speed by ``zip``."""
 
     arrival: float
     kv_bytes: int
@@ -66,59 +67,70 @@ class Simulated:
     peak_requests: int
 
 
-def simulate(jobs: Sequence[Job], queueing: Queueing) -> Simulated:
-    """Run the ledger over ``jobs``, which are in arrival order."""
-    budget = 0 if queueing.shadow else queueing.budget_bytes
-    timeout = queueing.timeout_seconds
+def simulate(jobs: Sequence[tuple[float, int, float]], queueing: Queueing) -> Simulated:
+    """Run the ledger over ``jobs`` (``Job`` or plain tuples), which are in arrival order."""
+    shadow, limit = queueing.shadow, queueing.budget_bytes
+    budget = 0 if shadow else limit
+    timeout, max_depth = queueing.timeout_seconds, queueing.max_depth
     fates = [Fate.GRANTED] * len(jobs)
     waits = [0.0] * len(jobs)
     would_wait = [False] * len(jobs)
-    releases: list[tuple[float, int, int]] = []  # (time, job, kv bytes)
+    releases: list[tuple[float, int]] = []  # (time, kv bytes)
     waiters: deque[int] = deque()
     inflight = requests = peak = peak_requests = 0
+    push, pop = heapq.heappush, heapq.heappop
 
     def grant(job: int, now: float) -> None:
         nonlocal inflight, requests, peak, peak_requests
-        inflight += jobs[job].kv_bytes
+        _, kv_bytes, held = jobs[job]
+        inflight += kv_bytes
         requests += 1
         peak, peak_requests = max(peak, inflight), max(peak_requests, requests)
-        heapq.heappush(releases, (now + jobs[job].held_seconds, job, jobs[job].kv_bytes))
-
-    def wake(now: float) -> None:
-        while waiters and not (budget and inflight + jobs[waiters[0]].kv_bytes > budget):
-            job = waiters.popleft()
-            fates[job], waits[job] = Fate.WAITED, now - jobs[job].arrival
-            grant(job, now)
+        push(releases, (now + held, kv_bytes))
 
     def advance(until: float) -> None:
+        """Releases and timeouts up to ``until``, each granting the waiters it can."""
         nonlocal inflight, requests
         while True:
             release = releases[0][0] if releases else math.inf
-            deadline = jobs[waiters[0]].arrival + timeout if waiters else math.inf
+            deadline = jobs[waiters[0]][0] + timeout if waiters else math.inf
             now = min(release, deadline)
             if now > until or now == math.inf:
                 return
             if release <= deadline:
-                _, _, kv_bytes = heapq.heappop(releases)
-                inflight, requests = inflight - kv_bytes, requests - 1
+                inflight, requests = inflight - pop(releases)[1], requests - 1
             else:
                 job = waiters.popleft()
                 fates[job], waits[job] = Fate.QUEUE_TIMEOUT, timeout
-            wake(now)
+            while waiters and not (budget and inflight + jobs[waiters[0]][1] > budget):
+                job = waiters.popleft()
+                fates[job], waits[job] = Fate.WAITED, now - jobs[job][0]
+                grant(job, now)
 
-    for number, job in enumerate(jobs):
-        advance(job.arrival)
-        if queueing.shadow:
-            limit = queueing.budget_bytes
-            would_wait[number] = bool(limit) and inflight + job.kv_bytes > limit
-            grant(number, job.arrival)
-        elif not waiters and not (budget and inflight + job.kv_bytes > budget):
-            grant(number, job.arrival)
-        elif len(waiters) >= queueing.max_depth:
-            fates[number] = Fate.QUEUE_FULL
+    # The common case is written out inline (nobody waiting: releases due, then a grant),
+    # the queue's own work goes through ``advance``: a million jobs take about 1 s.
+    for number, (arrival, kv_bytes, held) in enumerate(jobs):
+        if waiters:
+            advance(arrival)
         else:
-            waiters.append(number)
-            if timeout <= 0:
-                advance(job.arrival)  # asyncio.timeout(0): gone before anything else happens
+            while releases and releases[0][0] <= arrival:
+                inflight, requests = inflight - pop(releases)[1], requests - 1
+        if shadow:
+            would_wait[number] = bool(limit) and inflight + kv_bytes > limit
+        elif waiters or (budget and inflight + kv_bytes > budget):
+            if len(waiters) >= max_depth:
+                fates[number] = Fate.QUEUE_FULL
+            else:
+                waiters.append(number)
+                if timeout <= 0:
+                    advance(arrival)  # asyncio.timeout(0): gone before anything else happens
+            continue
+        inflight += kv_bytes
+        requests += 1
+        if inflight > peak:
+            peak = inflight
+        if requests > peak_requests:
+            peak_requests = requests
+        push(releases, (arrival + held, kv_bytes))
     advance(math.inf)
     return Simulated(tuple(fates), tuple(waits), tuple(would_wait), peak, peak_requests)

@@ -161,11 +161,13 @@ def predict_request(
     sequences: int = 1,
     longest_prompt_tokens: int | None = None,
     holds_kv: bool = True,
+    context_tokens: int | None = None,
 ) -> RequestPrediction:
     """Combine priced images and videos, text and output into the request's cost.
 
     ``media_tokens`` are the allowances of media other than ``videos`` (audio, embeddings);
-    the videos' own tokens are added to it.
+    the videos' own tokens are added to it. ``context_tokens``: vLLM's ``max_model_len``,
+    when known, to which output is cut.
     """
     media = media_tokens + sum(video.tokens.tokens for video in videos)
     draft = RequestPrediction(
@@ -179,8 +181,9 @@ def predict_request(
         sequences=sequences,
         longest_prompt=longest_prompt_tokens if sequences > 1 else None,
         holds_kv=holds_kv,
+        context_tokens=context_tokens,
     )
-    return with_kv_bytes(draft, kv)
+    return replace(draft, kv_bytes=_kv_bytes(draft, kv, context_tokens))
 
 
 def with_kv_bytes(
@@ -188,15 +191,23 @@ def with_kv_bytes(
 ) -> RequestPrediction:
     """Recompute ``kv_bytes`` after the images, the geometry or the context (when given)
     changed."""
-    if context_tokens is not None:
-        prediction = replace(prediction, context_tokens=context_tokens)
+    context = prediction.context_tokens if context_tokens is None else context_tokens
+    # One copy, not one per change: a replay makes hundreds of thousands of these.
+    return replace(prediction, context_tokens=context, kv_bytes=_kv_bytes(prediction, kv, context))
+
+
+def _kv_bytes(prediction: RequestPrediction, kv: KvGeometry, context_tokens: int | None) -> int:
+    """``kv_bytes`` of ``prediction`` were its context ``context_tokens``."""
     if not prediction.holds_kv:
-        return replace(prediction, kv_bytes=0)
+        return 0
+    output = prediction.output_tokens
+    if context_tokens is not None:  # as ``held_output_tokens``
+        mean_prompt_tokens = prediction.prompt_tokens // prediction.sequences
+        output = max(0, min(output, context_tokens - mean_prompt_tokens))
     extra_prompts = prediction.sequences - 1
     tokens = (
         prediction.prompt_tokens
-        + prediction.n * prediction.sequences * prediction.held_output_tokens
+        + prediction.n * prediction.sequences * output
         + extra_prompts * kv.block_size_tokens  # each prompt rounds up to its own blocks
     )
-    kv_bytes = kv.request_kv_bytes(tokens, prediction.cross_attention_tokens)
-    return replace(prediction, kv_bytes=kv_bytes)
+    return kv.request_kv_bytes(tokens, prediction.cross_attention_tokens)

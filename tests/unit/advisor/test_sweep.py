@@ -7,7 +7,7 @@ import io
 from sidecar.advisor.recommend import advice_json, env_block, helm_values, print_advice
 from sidecar.advisor.records import RecordedCost, TrafficRecord
 from sidecar.advisor.replay import replay
-from sidecar.advisor.report import percentiles, print_report, summarize
+from sidecar.advisor.report import percentiles, print_report, summarize, weighted_percentiles
 from sidecar.advisor.repricing import Candidate, with_settings
 from sidecar.advisor.sweep import Point, advise, pareto_front
 from sidecar.settings import Settings
@@ -54,6 +54,9 @@ def point(saved: int, downscaled: float, rejected: int, *knobs: int | None) -> P
 def test_percentiles_are_nearest_rank() -> None:
     assert percentiles(list(range(1, 101))) == {"p50": 50, "p95": 95, "p99": 99}
     assert percentiles([]) == {"p50": 0, "p95": 0, "p99": 0}
+    # Values with how often each occurs: nearest rank over the 100 they stand for.
+    assert weighted_percentiles({3: 5, 1: 50, 2: 45}) == {"p50": 1, "p95": 2, "p99": 3}
+    assert weighted_percentiles({7: 1}) == {"p50": 7, "p95": 7, "p99": 7}
 
 
 def test_the_front_drops_dominated_points_and_keeps_the_simplest_of_equals() -> None:

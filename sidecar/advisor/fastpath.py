@@ -8,8 +8,9 @@ allowance) and each request adds only its sums. A shape of images alone is itsel
 from each image's price, and so is its plan where no request-level image budget binds
 (each image is then planned on its own): thousands of shapes are combinations of a few
 dozen sizes. A request whose text could change the downscale plan, a request with several
-prompts or its own pixel range, and the ``processor_kwargs`` method take ``decide`` itself. ``tests/unit/advisor/test_fastpath.py``
-checks the two paths agree on random traffic under random budgets.
+prompts or its own pixel range, and the ``processor_kwargs`` method take ``decide`` itself.
+``tests/unit/advisor/test_fastpath.py`` checks the two paths agree on random traffic under
+random budgets.
 """
 
 from __future__ import annotations

@@ -83,6 +83,7 @@ class FastPath:
         self._kv_limit = (
             _UNLIMITED if budgets.max_request_kv_bytes is None else (budgets.max_request_kv_bytes)
         )
+        self._hands_over = budgets.downscale and budgets.downscale_with_processor_kwargs
         self._total = budgets.kv_budget_bytes
         self._largest = budgets.kv_budget_bytes_per_engine if self._total > 0 else _UNLIMITED
         # The checks that do not read the text: per image, and the request's visual tokens.
@@ -105,11 +106,9 @@ class FastPath:
 
     def price(self, cost: RecordedCost) -> _Priced | None:
         """(decision, reason, visual, prompt, KV, image tokens, images shrunk), or None."""
-        if cost.prompts is not None or cost.pixel_range is not None or cost.sequences != 1:
+        if self._hands_over or cost.prompts or cost.pixel_range or cost.sequences != 1:
             return None
         budgets = self.budgets
-        if budgets.downscale and budgets.downscale_with_processor_kwargs:
-            return None
         key = (cost.images, cost.media)
         shape = self._shapes.get(key)
         if shape is None:
@@ -154,8 +153,10 @@ class FastPath:
         """``with_kv_bytes`` for one prompt: output cut to the room the context leaves."""
         if not cost.holds_kv:
             return 0
-        held = max(0, min(output, self.context_tokens - prompt))
-        return self.kv_bytes(prompt + cost.n * held, cross)
+        room = self.context_tokens - prompt
+        tokens = prompt + cost.n * (output if output <= room else max(0, room))
+        answer = self._kv.get(tokens) if not cross else None  # kv_bytes(), its common case
+        return self.kv_bytes(tokens, cross) if answer is None else answer
 
     def _late_violation(self, prompt: int, kv: int) -> Reason | None:
         """The budgets that read the text: the prompt's tokens, the request's KV."""

@@ -117,6 +117,13 @@ class Settings(BaseSettings):
             "splits them, and KV figures are the busiest stage's, per GPU."
         ),
     )
+    pipeline_layer_partition: Annotated[tuple[NonNegativeInt, ...], NoDecode] = Field(
+        (),
+        description=(
+            "vLLM's VLLM_PP_LAYER_PARTITION: decoder layers per pipeline stage, comma-separated "
+            "(e.g. 13,15), one count per stage; unset: vLLM's default split."
+        ),
+    )
     data_parallel_size: PositiveInt = Field(
         1,
         description=(
@@ -270,6 +277,14 @@ class Settings(BaseSettings):
         ByteSize(25 * 2**20),
         description="Size at which the traffic log rotates; one backup (FILE.1) is kept.",
     )
+
+    @field_validator("pipeline_layer_partition", mode="before")
+    @classmethod
+    def _split_layer_counts(cls, value: object) -> object:
+        """``13,15`` as vLLM reads ``VLLM_PP_LAYER_PARTITION``; empty means unset."""
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",")) if value.strip() else ()
+        return value
 
     @field_validator("remote_image_allowed_domains", mode="before")
     @classmethod

@@ -53,6 +53,13 @@ def _add_profile_arguments(parser: argparse.ArgumentParser) -> None:
         help="as vLLM's: KV figures are the busiest stage's, per GPU",
     )
     parser.add_argument(
+        "--pipeline-layer-partition",
+        type=_layer_counts,
+        default=(),
+        metavar="N,N,...",
+        help="as vLLM's VLLM_PP_LAYER_PARTITION: decoder layers per stage",
+    )
+    parser.add_argument(
         "--data-parallel-size",
         type=int,
         default=1,
@@ -70,8 +77,20 @@ def _profile(args: argparse.Namespace, *, tensor_parallel_size: int = 1) -> Mode
             tensor_parallel_size=tensor_parallel_size,
             block_size_tokens=args.block_size,
             pipeline_parallel_size=args.pipeline_parallel_size,
+            pipeline_layer_partition=args.pipeline_layer_partition,
         ),
     )
+
+
+def _layer_counts(text: str) -> tuple[int, ...]:
+    """``13,15``: one count of decoder layers per pipeline stage."""
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not comma-separated layer counts: {text!r}") from None
+    if any(count < 0 for count in counts):
+        raise argparse.ArgumentTypeError(f"layer counts cannot be negative: {text!r}")
+    return counts
 
 
 def _input_size(text: str) -> tuple[int, int]:

@@ -104,6 +104,7 @@ class ProfileOverrides:
     tensor_parallel_size: int = 1
     block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
     pipeline_parallel_size: int = 1
+    pipeline_layer_partition: tuple[int, ...] = ()  # VLLM_PP_LAYER_PARTITION; (): default
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProfileOverrides:
@@ -116,6 +117,7 @@ class ProfileOverrides:
             # Unset: vLLM's own once the engine is read (serve.app.apply_engine_facts).
             block_size_tokens=settings.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS,
             pipeline_parallel_size=settings.pipeline_parallel_size,
+            pipeline_layer_partition=settings.pipeline_layer_partition,
         )
 
 
@@ -146,6 +148,7 @@ class ModelProfile:
             tensor_parallel_size=overrides.tensor_parallel_size,
             block_size_tokens=overrides.block_size_tokens,
             pipeline_parallel_size=overrides.pipeline_parallel_size,
+            pipeline_layer_partition=overrides.pipeline_layer_partition,
         )
         try:
             kv.stage_layers  # noqa: B018 - validates the pipeline split once, at start-up

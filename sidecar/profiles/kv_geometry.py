@@ -44,10 +44,12 @@ default for sliding-window models.
 
 **Pipeline parallelism.** ``--pipeline-parallel-size P`` gives each stage a run of consecutive
 decoder layers (``distributed.utils.get_pp_indices``: ``L // P`` each, the ``L % P`` left over
-go one each to the stages before the last, last-but-one first). vLLM still forms its KV-cache
-groups from the whole model's layers (``kv_cache_planning.get_global_kv_cache_groups``; a kind
-of ``n`` layers in ``g`` groups puts layers ``i, i + g, ...`` of that kind in group ``i``) and
-then keeps, on each stage, only the layers it holds (``_project_kv_cache_groups_to_worker``).
+go one each to the stages before the last, last-but-one first; or the counts of
+``VLLM_PP_LAYER_PARTITION``, which ``SIDECAR_PIPELINE_LAYER_PARTITION`` mirrors). vLLM still
+forms its KV-cache groups from the whole model's layers
+(``kv_cache_planning.get_global_kv_cache_groups``; a kind of ``n`` layers in ``g`` groups puts
+layers ``i, i + g, ...`` of that kind in group ``i``) and then keeps, on each stage, only the
+layers it holds (``_project_kv_cache_groups_to_worker``).
 Block ids are shared by every group and every stage, so one block costs, on stage ``s``, the
 pages of the largest group's layers on ``s``; every stage gets the smallest stage's block count.
 The per-GPU figures here are the busiest stage's: the one whose block costs the most.
@@ -90,14 +92,24 @@ class LayerGroup:
     window_tokens: int | None = None
 
 
-def pipeline_stage_layers(num_layers: int, pipeline_parallel_size: int) -> tuple[int, ...]:
-    """Decoder layers on each pipeline stage, as vLLM 0.33's ``get_pp_indices`` assigns them
-    (without ``VLLM_PP_LAYER_PARTITION``); ValueError for more stages than layers."""
+def pipeline_stage_layers(
+    num_layers: int, pipeline_parallel_size: int, partition: Sequence[int] = ()
+) -> tuple[int, ...]:
+    """Decoder layers on each pipeline stage, as vLLM 0.33's ``get_pp_indices`` assigns them:
+    ``partition`` when given (vLLM's ``VLLM_PP_LAYER_PARTITION``, one count per stage), else
+    vLLM's default split; ValueError where vLLM refuses to start."""
     if pipeline_parallel_size < 1 or pipeline_parallel_size > num_layers:
         raise ValueError(
             f"pipeline_parallel_size must be between 1 and the {num_layers} decoder layers, "
             f"not {pipeline_parallel_size}"
         )
+    if partition:
+        if len(partition) != pipeline_parallel_size or sum(partition) != num_layers:
+            raise ValueError(
+                f"the layer partition {','.join(map(str, partition))} must give each of the "
+                f"{pipeline_parallel_size} pipeline stages its layers, {num_layers} in all"
+            )
+        return tuple(partition)
     partitions = [num_layers // pipeline_parallel_size] * pipeline_parallel_size
     for i in range(2, num_layers % pipeline_parallel_size + 2):
         partitions[-i] += 1
@@ -136,6 +148,7 @@ class KvGeometry:
     block_size_tokens: int = 16
     pipeline_parallel_size: int = 1
     layer_order: tuple[int, ...] = ()
+    pipeline_layer_partition: tuple[int, ...] = ()  # layers per stage; (): vLLM's default
 
     @property
     def num_layers(self) -> int:
@@ -219,7 +232,9 @@ def _block_layout(geometry: KvGeometry) -> _BlockLayout:
     positions: dict[_Spec, list[int]] = {}
     for position, index in enumerate(order):
         positions.setdefault(_spec(geometry.layer_groups[index]), []).append(position)
-    stage_layers = pipeline_stage_layers(max(1, len(order)), geometry.pipeline_parallel_size)
+    stage_layers = pipeline_stage_layers(
+        max(1, len(order)), geometry.pipeline_parallel_size, geometry.pipeline_layer_partition
+    )
     if not positions:
         return _BlockLayout({}, 0, stage_layers)
     counts = [len(layers) for layers in positions.values()]

@@ -253,6 +253,11 @@ def test_sidecar_listens_on_its_declared_container_ports(
             assert resolve_port(pod.sidecar, probe["httpGet"]["port"]) == settings.metrics_port
 
 
+def vllm_env(container: dict[str, Any]) -> dict[str, str]:
+    """The vLLM container's literal environment."""
+    return {item["name"]: item["value"] for item in container.get("env", []) if "value" in item}
+
+
 def test_vllm_flags_agree_with_the_sidecar_settings(
     rendered: Rendered, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -280,6 +285,10 @@ def test_vllm_flags_agree_with_the_sidecar_settings(
             ),
             "SIDECAR_PIPELINE_PARALLEL_SIZE / --pipeline-parallel-size": (
                 settings.pipeline_parallel_size, int(flags.get("--pipeline-parallel-size", 1)),
+            ),
+            "SIDECAR_PIPELINE_LAYER_PARTITION / VLLM_PP_LAYER_PARTITION": (
+                ",".join(map(str, settings.pipeline_layer_partition)),
+                vllm_env(pod.vllm).get("VLLM_PP_LAYER_PARTITION", ""),
             ),
             "SIDECAR_DATA_PARALLEL_SIZE / --data-parallel-size": (
                 settings.data_parallel_size, int(flags.get("--data-parallel-size", 1)),

@@ -52,6 +52,7 @@ DERIVED_VALUES = {
     "max_images_per_request": "images.maxPerRequest",
     "tensor_parallel_size": "vllm.tensorParallelSize",
     "pipeline_parallel_size": "vllm.pipelineParallelSize",
+    "pipeline_layer_partition": "vllm.pipelineLayerPartition",
     "data_parallel_size": "vllm.dataParallelSize",
     "kv_cache_dtype": "vllm.kvCacheDtype",
     "block_size_tokens": "vllm.blockSize",

@@ -97,6 +97,9 @@ the rest is derived from the values vLLM is given too, so engine and sidecar can
 {{- $_ := set $env "SIDECAR_TENSOR_PARALLEL_SIZE" (toString (int .Values.vllm.tensorParallelSize)) }}
 {{- $_ := set $env "SIDECAR_PIPELINE_PARALLEL_SIZE" (toString (int .Values.vllm.pipelineParallelSize)) }}
 {{- $_ := set $env "SIDECAR_DATA_PARALLEL_SIZE" (toString (int .Values.vllm.dataParallelSize)) }}
+{{- with .Values.vllm.pipelineLayerPartition }}
+{{- $_ := set $env "SIDECAR_PIPELINE_LAYER_PARTITION" . }}
+{{- end }}
 {{- $_ := set $env "SIDECAR_KV_CACHE_DTYPE" .Values.vllm.kvCacheDtype }}
 {{- with .Values.vllm.blockSize }}
 {{- $_ := set $env "SIDECAR_BLOCK_SIZE_TOKENS" (toString (int .)) }}
@@ -111,6 +114,19 @@ the rest is derived from the values vLLM is given too, so engine and sidecar can
 {{- $_ := set $env "SIDECAR_MAX_IMAGES_PER_REQUEST" (toString (int .)) }}
 {{- end }}
 {{- toYaml $env }}
+{{- end }}
+
+{{/*
+vLLM's environment: `vllm.env`, and the layer partition the sidecar is told too.
+*/}}
+{{- define "vlm-sidecar.vllmEnv" -}}
+{{- $env := concat (.Values.vllm.env | default list) list }}
+{{- with .Values.vllm.pipelineLayerPartition }}
+{{- $env = append $env (dict "name" "VLLM_PP_LAYER_PARTITION" "value" .) }}
+{{- end }}
+{{- with $env }}
+{{- toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/*

@@ -114,6 +114,16 @@ def test_serve_print_config_prints_the_effective_settings_and_profile(
     assert "within [3,136, 1,003,520] px" in text
 
 
+def test_serve_reads_vllms_layer_partition(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIDECAR_MODEL", QWEN)
+    monkeypatch.setenv("SIDECAR_PIPELINE_PARALLEL_SIZE", "2")
+    monkeypatch.setenv("SIDECAR_PIPELINE_LAYER_PARTITION", "10, 18")
+    status, text = run_cli("serve", "--print-config")
+    settings = orjson.loads(text[: text.rindex("}") + 1])
+    assert status == 0
+    assert settings["pipeline_layer_partition"] == [10, 18]
+
+
 @pytest.mark.parametrize(
     ("environment", "message"),
     [
@@ -122,8 +132,13 @@ def test_serve_print_config_prints_the_effective_settings_and_profile(
         ({"SIDECAR_MODEL": QWEN, "SIDECAR_PORT": "-1"}, "SIDECAR_PORT"),
         ({}, "SIDECAR_MODEL: Field required"),
         ({"SIDECAR_MODEL": "nope/nope"}, "unknown model"),
+        ({"SIDECAR_MODEL": QWEN, "SIDECAR_PIPELINE_LAYER_PARTITION": "14,x"},
+         "SIDECAR_PIPELINE_LAYER_PARTITION"),
+        ({"SIDECAR_MODEL": QWEN, "SIDECAR_PIPELINE_PARALLEL_SIZE": "2",
+          "SIDECAR_PIPELINE_LAYER_PARTITION": "14,15"}, "layer partition 14,15"),
     ],
-    ids=["bad-size", "bad-port", "no-model", "unknown-model"],
+    ids=["bad-size", "bad-port", "no-model", "unknown-model", "bad-partition",
+         "partition-not-the-layers"],
 )  # fmt: skip
 def test_serve_refuses_invalid_settings_naming_the_variable(
     monkeypatch: pytest.MonkeyPatch,

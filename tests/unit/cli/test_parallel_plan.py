@@ -82,3 +82,22 @@ def test_plan_weights_per_gpu_are_the_busiest_stages_share(
     assert profile.parameter_count is not None
     expected = profile.parameter_count * 2 * share / 2
     assert abs(plan.weights_bytes_per_gpu - expected) < 2
+
+
+def test_tokens_and_plan_take_vllms_layer_partition(capsys: pytest.CaptureFixture[str]) -> None:
+    partition = ["--pipeline-layer-partition", "42,38"]
+    _, text = run_cli("tokens", "--model", QWEN72B, *FLAGS, *partition, "64x64")
+    assert "KV per token: 42 KiB" in text
+    assert "pipeline stages of 42/38 layers" in text
+    status, text = run_cli(
+        "plan", "--model", QWEN72B, "--gpu-memory-gib", "80", "--gpus", "4",
+        "--pipeline-parallel-size", "2", *partition, "--json",
+    )  # fmt: skip
+    assert status == 0
+    # vLLM refuses a partition that does not cover the layers, and so does the sidecar.
+    capsys.readouterr()
+    status, _ = run_cli(
+        "tokens", "--model", QWEN72B, *FLAGS, "--pipeline-layer-partition", "40,39", "x"
+    )
+    assert status != 0
+    assert "layer partition 40,39" in capsys.readouterr().err

@@ -21,18 +21,27 @@ from sidecar.profiles.kv_geometry import (
 from sidecar.units import format_bytes
 
 
-def _vllm_pp_indices(num_layers: int, rank: int, size: int) -> tuple[int, int]:
-    """vllm/distributed/utils.py ``get_pp_indices`` without VLLM_PP_LAYER_PARTITION."""
-    per = num_layers // size
-    partitions = [per for _ in range(size)]
-    if remaining := num_layers % size:
-        for i in range(2, remaining + 2):
-            partitions[-i] += 1
+def _vllm_pp_indices(
+    num_layers: int, rank: int, size: int, partition: str | None = None
+) -> tuple[int, int]:
+    """vllm/distributed/utils.py ``get_pp_indices``; ``partition`` is VLLM_PP_LAYER_PARTITION."""
+    if partition is not None:
+        partitions = [int(layer) for layer in partition.split(",")]
+        assert len(partitions) == size
+        assert sum(partitions) == num_layers
+    else:
+        per = num_layers // size
+        partitions = [per for _ in range(size)]
+        if remaining := num_layers % size:
+            for i in range(2, remaining + 2):
+                partitions[-i] += 1
     start = sum(partitions[:rank])
     return start, start + partitions[rank]
 
 
-def _vllm_bytes_per_block(kinds: list[str], page_bytes: int, pp: int) -> int:
+def _vllm_bytes_per_block(
+    kinds: list[str], page_bytes: int, pp: int, partition: str | None = None
+) -> int:
     """Bytes one block costs on the busiest stage, layer by layer as vLLM plans it."""
     by_kind: dict[str, list[int]] = {}
     for layer, kind in enumerate(kinds):
@@ -50,7 +59,7 @@ def _vllm_bytes_per_block(kinds: list[str], page_bytes: int, pp: int) -> int:
             groups.extend(layers[i::count] for i in range(count))
     worst = 0
     for rank in range(pp):
-        start, end = _vllm_pp_indices(len(kinds), rank, pp)
+        start, end = _vllm_pp_indices(len(kinds), rank, pp, partition)
         projected = [[layer for layer in group if start <= layer < end] for group in groups]
         worst = max(worst, max(len(group) * page_bytes for group in projected))
     return worst
@@ -160,6 +169,65 @@ def test_gemma3_27b_on_three_stages_pays_for_the_stage_with_four_global_layers()
     per_layer = 2 * 16 * 128 * 2
     # 10,000 tokens: 625 blocks in the global group, 65 in each of the 6 sliding groups.
     assert kv.request_kv_bytes(10_000) == (625 + 6 * 65) * 16 * 4 * per_layer
+
+
+@pytest.mark.parametrize(
+    ("model", "tp", "partition", "per_token"),
+    [
+        ("Qwen/Qwen2.5-VL-72B-Instruct", 4, (42, 38), "42 KiB"),
+        ("Qwen/Qwen2.5-VL-7B-Instruct", 1, (10, 18), "36 KiB"),
+    ],
+)
+def test_a_layer_partition_splits_the_layers_as_vllm_pp_layer_partition_does(
+    model: str, tp: int, partition: tuple[int, ...], per_token: str
+) -> None:
+    overrides = ProfileOverrides(
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=len(partition),
+        pipeline_layer_partition=partition,
+    )
+    kv = load_profile(model, overrides).kv
+    assert kv.stage_layers == partition
+    assert format_bytes(kv.bytes_per_token) == per_token
+
+
+@pytest.mark.parametrize(
+    ("kinds", "partition"),
+    [
+        (["full" if (i + 1) % 6 == 0 else "sliding" for i in range(62)], "12,50"),  # Gemma 3 27B
+        (["full" if (i + 1) % 6 == 0 else "sliding" for i in range(62)], "30,20,12"),
+        (["full" if (i + 1) % 4 == 0 else "chunked" for i in range(48)], "4,44"),  # Llama 4
+        (["full"] * 28, "1,27"),
+    ],
+)
+def test_a_layer_partitions_block_cost_matches_vllms_plan_layer_by_layer(
+    kinds: list[str], partition: str
+) -> None:
+    names = sorted(set(kinds))
+    kind_of = {
+        "full": AttentionKind.FULL,
+        "sliding": AttentionKind.SLIDING_WINDOW,
+        "chunked": AttentionKind.CHUNKED,
+    }
+    groups = tuple(LayerGroup(kind_of[n], kinds.count(n), 2, 128) for n in names)
+    stages = tuple(int(count) for count in partition.split(","))
+    geometry = KvGeometry(
+        groups, dtype_bytes=2, pipeline_parallel_size=len(stages),
+        layer_order=tuple(names.index(kind) for kind in kinds), pipeline_layer_partition=stages,
+    )  # fmt: skip
+    page = 16 * 2 * 2 * 128 * 2
+    expected = _vllm_bytes_per_block(kinds, page, len(stages), partition)
+    assert geometry.layers_per_block * page == expected
+
+
+@pytest.mark.parametrize("partition", [(14, 15), (28,), (10, 9, 9, 0, 0)])
+def test_a_layer_partition_vllm_refuses_is_a_configuration_error(
+    partition: tuple[int, ...],
+) -> None:
+    # vLLM: "len(partitions)=... does not match pp_size" / "sum(partitions)=... does not match".
+    overrides = ProfileOverrides(pipeline_parallel_size=2, pipeline_layer_partition=partition)
+    with pytest.raises(ConfigurationError, match="layer partition"):
+        load_profile("Qwen/Qwen2.5-VL-7B-Instruct", overrides)
 
 
 def test_pipeline_parallel_beyond_the_layers_is_a_configuration_error() -> None:

@@ -114,14 +114,16 @@ def test_serve_print_config_prints_the_effective_settings_and_profile(
     assert "within [3,136, 1,003,520] px" in text
 
 
-def test_serve_reads_vllms_layer_partition(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SIDECAR_MODEL", QWEN)
-    monkeypatch.setenv("SIDECAR_PIPELINE_PARALLEL_SIZE", "2")
-    monkeypatch.setenv("SIDECAR_PIPELINE_LAYER_PARTITION", "10, 18")
+@pytest.mark.parametrize(("written", "read"), [("10, 18", [10, 18]), ("", [])])
+def test_serve_reads_vllms_layer_partition(
+    monkeypatch: pytest.MonkeyPatch, written: str, read: list[int]
+) -> None:
+    for name, value in (("MODEL", QWEN), ("PIPELINE_PARALLEL_SIZE", "2")):
+        monkeypatch.setenv(f"SIDECAR_{name}", value)
+    monkeypatch.setenv("SIDECAR_PIPELINE_LAYER_PARTITION", written)
     status, text = run_cli("serve", "--print-config")
-    settings = orjson.loads(text[: text.rindex("}") + 1])
     assert status == 0
-    assert settings["pipeline_layer_partition"] == [10, 18]
+    assert orjson.loads(text[: text.rindex("}") + 1])["pipeline_layer_partition"] == read
 
 
 @pytest.mark.parametrize(

@@ -65,6 +65,25 @@ def _vllm_bytes_per_block(
     return worst
 
 
+# A block of 16 tokens in one layer: K and V, 2 heads of 128, bf16.
+PAGE_BYTES = 16 * 2 * 2 * 128 * 2
+_KINDS = {
+    "full": AttentionKind.FULL,
+    "sliding": AttentionKind.SLIDING_WINDOW,
+    "chunked": AttentionKind.CHUNKED,
+}
+
+
+def _geometry(kinds: list[str], pp: int, partition: tuple[int, ...] = ()) -> KvGeometry:
+    """A geometry whose layers are ``kinds`` in model order, each of 2 KV heads of 128."""
+    names = sorted(set(kinds))
+    groups = tuple(LayerGroup(_KINDS[name], kinds.count(name), 2, 128) for name in names)
+    return KvGeometry(
+        groups, dtype_bytes=2, pipeline_parallel_size=pp,
+        layer_order=tuple(names.index(kind) for kind in kinds), pipeline_layer_partition=partition,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("layers", "stages", "expected"),
     [
@@ -106,20 +125,9 @@ def test_pipeline_stage_layers_refuse_more_stages_than_layers() -> None:
 def test_busiest_stage_block_cost_matches_vllms_plan_layer_by_layer(
     kinds: list[str], pp: int
 ) -> None:
-    names = sorted(set(kinds))
-    kind_of = {
-        "full": AttentionKind.FULL,
-        "sliding": AttentionKind.SLIDING_WINDOW,
-        "chunked": AttentionKind.CHUNKED,
-    }
-    groups = tuple(
-        LayerGroup(kind_of[name], kinds.count(name), 2, 128, window_tokens=None) for name in names
-    )
-    geometry = KvGeometry(
-        groups, dtype_bytes=2, pipeline_parallel_size=pp,
-        layer_order=tuple(names.index(kind) for kind in kinds),
-    )  # fmt: skip
-    page = 16 * 2 * 2 * 128 * 2  # a block of 16 tokens: K and V, 2 heads of 128, bf16
+    geometry = _geometry(kinds, pp)
+    groups = geometry.layer_groups
+    page = PAGE_BYTES
     assert geometry.layers_per_block * page == _vllm_bytes_per_block(kinds, page, pp)
     # Every block, whichever group holds it, costs that much on the busiest stage's GPUs.
     vllm_groups = sum(geometry.allocated_layers(g) for g in groups) // geometry.layers_per_block
@@ -203,21 +211,10 @@ def test_a_layer_partition_splits_the_layers_as_vllm_pp_layer_partition_does(
 def test_a_layer_partitions_block_cost_matches_vllms_plan_layer_by_layer(
     kinds: list[str], partition: str
 ) -> None:
-    names = sorted(set(kinds))
-    kind_of = {
-        "full": AttentionKind.FULL,
-        "sliding": AttentionKind.SLIDING_WINDOW,
-        "chunked": AttentionKind.CHUNKED,
-    }
-    groups = tuple(LayerGroup(kind_of[n], kinds.count(n), 2, 128) for n in names)
     stages = tuple(int(count) for count in partition.split(","))
-    geometry = KvGeometry(
-        groups, dtype_bytes=2, pipeline_parallel_size=len(stages),
-        layer_order=tuple(names.index(kind) for kind in kinds), pipeline_layer_partition=stages,
-    )  # fmt: skip
-    page = 16 * 2 * 2 * 128 * 2
-    expected = _vllm_bytes_per_block(kinds, page, len(stages), partition)
-    assert geometry.layers_per_block * page == expected
+    geometry = _geometry(kinds, len(stages), stages)
+    expected = _vllm_bytes_per_block(kinds, PAGE_BYTES, len(stages), partition)
+    assert geometry.layers_per_block * PAGE_BYTES == expected
 
 
 @pytest.mark.parametrize("partition", [(14, 15), (28,), (10, 9, 9, 0, 0)])

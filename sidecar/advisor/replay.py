@@ -73,7 +73,29 @@ def _replay(records: Sequence[TrafficRecord], candidate: Candidate) -> ReplayRes
     queueing = queueing_for(candidate)
     costs = list(map(_COST, records))
     answers = _answers(costs, candidate)
-    jobs_kv = {
+    jobs, members, estimated = _jobs(records, costs, answers, queueing)
+    simulated = simulate(jobs, queueing)
+    outcomes = _outcomes(records, costs, answers, members, simulated, queueing.shadow)
+    return ReplayResult(outcomes, simulated, estimated)
+
+
+def _answers(
+    costs: Sequence[RecordedCost | None], candidate: Candidate
+) -> dict[RecordedCost, Priced]:
+    """Each distinct cost's answer. The reader gives equal costs one object, and about half
+    of a busy log's costs repeat, so each object is priced once."""
+    return {cost: candidate.price(cost) for cost in dict.fromkeys(costs) if cost is not None}
+
+
+def _jobs(
+    records: Sequence[TrafficRecord],
+    costs: Sequence[RecordedCost | None],
+    answers: dict[RecordedCost, Priced],
+    queueing: Queueing,
+) -> tuple[list[tuple[float, int, float]], list[int], int]:
+    """The forwarded requests as ledger jobs (arrival, KV bytes, service time), the record
+    of each job, and how many were given the median service time."""
+    jobs_kv: dict[RecordedCost | None, int] = {
         cost: answer.kv_bytes
         for cost, answer in answers.items()
         if queueing.shadow or answer.decision is not Decision.REJECT
@@ -88,40 +110,43 @@ def _replay(records: Sequence[TrafficRecord], candidate: Candidate) -> ReplayRes
         helds = [typical if held is None else held for held in helds]
     arrivals = compress(map(_ARRIVAL, records), is_job)
     jobs = list(zip(arrivals, compress(kv_bytes, is_job), helds, strict=True))
-    simulated = simulate(cast("list[tuple[float, int, float]]", jobs), queueing)
-    # A priced request shares its cost's outcome unless the simulation changed it.
-    as_priced = {
+    members = list(compress(range(len(records)), is_job))
+    return cast("list[tuple[float, int, float]]", jobs), members, estimated
+
+
+def _outcomes(
+    records: Sequence[TrafficRecord],
+    costs: Sequence[RecordedCost | None],
+    answers: dict[RecordedCost, Priced],
+    members: Sequence[int],
+    simulated: Simulated,
+    shadow: bool,
+) -> tuple[Outcome, ...]:
+    """Each record's outcome: its price's, shared by every request of that cost, unless the
+    ledger changed it; a request refused before pricing keeps its recorded answer."""
+    as_priced: dict[RecordedCost | None, Outcome] = {
         cost: Outcome(answer.decision, answer.reason, answer) for cost, answer in answers.items()
     }
     outcomes: list[Outcome | None] = list(map(as_priced.get, costs))
-    if None in costs:  # refused before pricing: the recorded answer
+    if None in costs:
         for number in [n for n, cost in enumerate(costs) if cost is None]:
             record = records[number]
             recorded = _DECISIONS.get(record.decision, Decision.REJECT)
             outcomes[number] = Outcome(recorded, record.reason, None)
-    members = list(compress(range(len(records)), is_job))  # job -> record
-    fates, waits, would_wait = simulated.fates, simulated.waits, simulated.would_wait
+    fates, waits = simulated.fates, simulated.waits
     changed: Iterable[int] = compress(range(len(fates)), map(is_not, fates, repeat(Fate.GRANTED)))
-    if queueing.shadow:
-        changed = sorted({*changed, *compress(range(len(fates)), would_wait)})
+    if shadow:
+        changed = sorted({*changed, *compress(range(len(fates)), simulated.would_wait)})
     for job in changed:
         number, fate, wait = members[job], fates[job], waits[job]
-        answer = answers[costs[number]]
+        answer = answers[cast(RecordedCost, costs[number])]
         if fate in _FATE_REASONS:
             outcomes[number] = Outcome(Decision.REJECT, _FATE_REASONS[fate], answer, wait)
         elif answer.decision is Decision.ADMIT:
             outcomes[number] = Outcome(Decision.WAIT, Reason.KV_BUDGET_FULL, answer, wait)
         else:
             outcomes[number] = Outcome(answer.decision, answer.reason, answer, wait)
-    return ReplayResult(tuple(cast("list[Outcome]", outcomes)), simulated, estimated)
-
-
-def _answers(
-    costs: Sequence[RecordedCost | None], candidate: Candidate
-) -> dict[RecordedCost, Priced]:
-    """Each distinct cost's answer. The reader gives equal costs one object, and about half
-    of a busy log's costs repeat, so each object is priced once."""
-    return {cost: candidate.price(cost) for cost in dict.fromkeys(costs) if cost is not None}
+    return tuple(cast("list[Outcome]", outcomes))
 
 
 def priced_as_recorded(

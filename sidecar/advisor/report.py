@@ -63,13 +63,12 @@ def _summarize(
     # (and one recorded cost), so a million requests are a few hundred thousand objects.
     outcomes = result.outcomes
     decisions: dict[Decision, int] = {}
-    reasons: Counter[str] = Counter()
     visual: dict[int, int] = {}
     prompt: dict[int, int] = {}
     kv: dict[int, int] = {}
     waited: Counter[float] = Counter()
     downscaled = 0
-    by_reason: dict[Reason | str, int] = {}
+    by_reason: dict[Reason | str, int] = {}  # a recorded "within_budget" is the Reason's key
     for outcome, count in Counter(outcomes).items():  # by identity: shared ones once
         decision, priced = outcome.decision, outcome.priced
         decisions[decision] = decisions.get(decision, 0) + count
@@ -82,8 +81,7 @@ def _summarize(
         wait = outcome.wait_seconds
         if decision is _WAIT or (decision is _DOWNSCALE and wait > 0):
             waited[wait] += count
-    for reason, count in by_reason.items():
-        reasons[reason.value if isinstance(reason, Reason) else str(reason)] += count
+    reasons = {str(reason): count for reason, count in by_reason.items()}  # StrEnum: its value
     costs = list(map(attrgetter("cost"), records))
     priced_records = list(compress(records, map(is_not, costs, repeat(None))))
     timeouts = reasons.get(Reason.QUEUE_TIMEOUT.value, 0)

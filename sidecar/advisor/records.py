@@ -211,10 +211,12 @@ def log_files(path: Path) -> list[Path]:
 @contextlib.contextmanager
 def bulk() -> Iterator[None]:
     """No cyclic garbage collection while millions of acyclic records are made, and none
-    over them afterwards: they are frozen out of the collector (``gc.freeze``), which would
-    otherwise walk them all again and again (a third of a replay's time, 1.7 s for a million
-    records at the first collection after). Acyclic objects are still freed when the last
-    reference goes; only cycles made in the meantime wait for ``gc.unfreeze``."""
+    over them afterwards: everything alive then is frozen out of the collector
+    (``gc.freeze``), which would otherwise walk the records again and again (a third of a
+    replay's time, 1.7 s for a million records at the first collection after). Frozen objects
+    are still freed when their last reference goes; only reference cycles alive at the freeze
+    wait for ``gc.unfreeze``. Meant for the one-shot ``replay`` and ``advise`` commands, not
+    for a long-running process."""
     enabled = gc.isenabled()
     gc.disable()
     try:

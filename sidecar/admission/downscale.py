@@ -14,6 +14,7 @@ Two methods:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sidecar.admission.budgets import Budgets
@@ -97,13 +98,28 @@ def _plan_resize(
     if allowance - fixed_tokens < 0:
         return "what cannot be downscaled (URL images, videos, text) alone exceeds the budget"
     level = _water_level(resizable, allowance - fixed_tokens)
-    images: list[ImageCost] = []
+    resized = resize_images(prediction.images, budgets, vision, level)
+    if isinstance(resized, str):
+        return resized
+    images, resizes = resized
+    if not resizes:
+        return "no smaller size lowers this model's cost"
+    return with_kv_bytes(replace(prediction, images=images), kv), resizes, None
+
+
+def resize_images(
+    images: Sequence[ImageCost], budgets: Budgets, vision: VisionRule, level: int
+) -> tuple[tuple[ImageCost, ...], tuple[ImageResize, ...]] | str:
+    """Each inline image at the largest size the rule maps to at most ``level`` tokens (and
+    within ``SIDECAR_MAX_IMAGE_TOKENS`` and ``SIDECAR_MAX_IMAGE_PIXELS``), URL images as they
+    are, and the resizes made; or why a size cannot be had."""
+    cap = min(level, budgets.max_image_tokens or level)
+    kept: list[ImageCost] = []
     resizes: list[ImageResize] = []
-    for image in prediction.images:
+    for image in images:
         if not image.resizable or image.width_px is None or image.height_px is None:
-            images.append(image)
+            kept.append(image)
             continue
-        cap = min(level, budgets.max_image_tokens or level)
         try:
             width, height = vision.downscale_size(
                 image.width_px, image.height_px, max_tokens=cap,
@@ -113,16 +129,14 @@ def _plan_resize(
         except UnsupportedImageSizeError as exc:
             return str(exc)
         if (width, height) == (image.width_px, image.height_px):
-            images.append(image)  # already priced by this rule at this size
+            kept.append(image)  # already priced by this rule at this size
             continue
         resizes.append(
             ImageResize(image.index, (image.width_px, image.height_px), (width, height),
                         image.tokens.tokens, tokens.tokens)
         )  # fmt: skip
-        images.append(replace(image, width_px=width, height_px=height, tokens=tokens))
-    if not resizes:
-        return "no smaller size lowers this model's cost"
-    return with_kv_bytes(replace(prediction, images=tuple(images)), kv), tuple(resizes), None
+        kept.append(replace(image, width_px=width, height_px=height, tokens=tokens))
+    return tuple(kept), tuple(resizes)
 
 
 def _plan_processor_max_pixels(

@@ -8,12 +8,16 @@ for the same token counts again and again.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import fields
-from typing import Any
+from typing import Any, TypeVar
 
 from sidecar.errors import ImageError
 from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.vision import ImageTokens, VisionRule
+
+Key = TypeVar("Key", bound=Hashable)
+Answer = TypeVar("Answer")
 
 
 class CachedKv(KvGeometry):
@@ -49,16 +53,7 @@ class CachedRule:
 
     def image_tokens(self, width_px: int, height_px: int) -> ImageTokens:
         key = (width_px, height_px)
-        answer = self._tokens.get(key)
-        if answer is None:
-            try:
-                answer = self._rule.image_tokens(width_px, height_px)
-            except ImageError as exc:
-                answer = exc
-            self._tokens[key] = answer
-        if isinstance(answer, ImageError):
-            raise answer
-        return answer
+        return _remembered(self._tokens, key, lambda: self._rule.image_tokens(*key))
 
     def max_image_tokens(self) -> ImageTokens:
         if self._max is None:
@@ -68,19 +63,13 @@ class CachedRule:
     def downscale_size(
         self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
     ) -> tuple[int, int]:
-        key = (width_px, height_px, max_tokens, max_pixels)
-        answer = self._sizes.get(key)
-        if answer is None:
-            try:
-                answer = self._rule.downscale_size(
-                    width_px, height_px, max_tokens=max_tokens, max_pixels=max_pixels
-                )
-            except ImageError as exc:
-                answer = exc
-            self._sizes[key] = answer
-        if isinstance(answer, ImageError):
-            raise answer
-        return answer
+        return _remembered(
+            self._sizes,
+            (width_px, height_px, max_tokens, max_pixels),
+            lambda: self._rule.downscale_size(
+                width_px, height_px, max_tokens=max_tokens, max_pixels=max_pixels
+            ),
+        )
 
     def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> CachedRule:
         return CachedRule(self._rule.with_pixel_range(min_pixels, max_pixels))
@@ -91,3 +80,20 @@ class CachedRule:
     def __getattr__(self, name: str) -> Any:
         """The rule's own parameters (``max_pixels``, ``min_pixels``) read through."""
         return getattr(self._rule, name)
+
+
+def _remembered(
+    memo: dict[Key, Answer | ImageError], key: Key, work: Callable[[], Answer]
+) -> Answer:
+    """``work()``'s answer for ``key``, worked out once; a refusal is remembered and raised
+    again."""
+    answer = memo.get(key)
+    if answer is None:
+        try:
+            answer = work()
+        except ImageError as exc:
+            answer = exc
+        memo[key] = answer
+    if isinstance(answer, ImageError):
+        raise answer
+    return answer

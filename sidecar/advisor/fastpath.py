@@ -20,10 +20,9 @@ from dataclasses import dataclass, replace
 
 from sidecar.admission.budgets import Budgets
 from sidecar.admission.decision import Decision, Reason, find_violation
-from sidecar.admission.downscale import plan_downscale
+from sidecar.admission.downscale import plan_downscale, resize_images
 from sidecar.advisor.records import RecordedCost, RecordedImage
 from sidecar.cost.prediction import ImageCost, RequestPrediction
-from sidecar.errors import UnsupportedImageSizeError
 from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.vision import VisionRule
 
@@ -270,35 +269,17 @@ class FastPath:
         )
 
     def _composed_plan(self, parts: Sequence[ImageCost], tokens: Sequence[int]) -> _Plan | str:
-        """``plan_downscale``'s resize plan where no request-level budget binds, image by
-        image: the water level is then the largest resizable image's cost, so each image is
-        capped at that or ``SIDECAR_MAX_IMAGE_TOKENS``, whichever is lower."""
+        """``plan_downscale``'s resize plan where no request-level budget binds: the water
+        level is then the largest resizable image's cost, so ``resize_images`` at that level
+        is the plan, with no prediction to build around it."""
         resizable = [part.tokens.tokens for part in parts if part.resizable]
         if not parts or not resizable:
             return "nothing to shrink: no images, or only URLs"
-        budgets, vision = self.budgets, self.vision
-        level = max(resizable)
-        cap = min(level, budgets.max_image_tokens or level)
-        planned: list[ImageCost] = []
-        resized = False
-        for part in parts:
-            width, height = part.width_px, part.height_px
-            if not part.resizable or width is None or height is None:
-                planned.append(part)
-                continue
-            try:
-                size = vision.downscale_size(
-                    width, height, max_tokens=cap, max_pixels=budgets.max_image_pixels
-                )
-                cost = vision.image_tokens(*size)
-            except UnsupportedImageSizeError as exc:
-                return str(exc)
-            if size == (width, height):
-                planned.append(part)
-            else:
-                resized = True
-                planned.append(ImageCost(part.index, part.source, *size, part.format, cost))
-        if not resized:
+        resized = resize_images(parts, self.budgets, self.vision, max(resizable))
+        if isinstance(resized, str):
+            return resized
+        planned, resizes = resized
+        if not resizes:
             return "no smaller size lowers this model's cost"
         kept = tuple([part.tokens.tokens for part in planned])
         return (

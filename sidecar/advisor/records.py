@@ -150,9 +150,7 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
     settings: dict[str, Any] | None = None
     headers = skipped = 0
     # The writer puts the request's own fields first and its cost after them, from "img" on:
-    # lines with equal tails have equal costs, read once and shared. A tail is kept only
-    # from a line whose own fields all come first, so it holds every cost field and nothing
-    # else, and a later line with an equal tail has that cost whatever comes before it.
+    # lines with equal tails have equal costs, read once and shared (``_shareable``).
     tails: dict[bytes, TrafficRecord] = {}
     in_order = True
     latest = -math.inf
@@ -172,7 +170,7 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
                     settings, headers = dict(line["settings"]), headers + 1
                     continue
                 record = parse_record(line)
-                if at > 0 and _head_then_cost(line):
+                if at > 0 and _shareable(line, raw[at:]):
                     tails[raw[at:]] = record
         except (
             orjson.JSONDecodeError,
@@ -197,9 +195,14 @@ _COMMA = ord(",")
 _HEAD = ("id", "t", "route", "model", "decision", "reason", "wait", "dur", "held", "img")
 
 
-def _head_then_cost(line: dict[str, Any]) -> bool:
-    """Whether the line's own fields all come before its cost (as the writer puts them)."""
-    return tuple(itertools.islice(line, len(_HEAD))) == _HEAD
+def _shareable(line: dict[str, Any], tail: bytes) -> bool:
+    """Whether every line ending in ``tail`` has this line's cost, whatever comes before it.
+    The line's own fields come first (as the writer puts them), so its cost fields are all
+    in the tail; and the tail holds no more keys than those (no own field written twice, which
+    a parser reads as the last one), so another line's head gives that line's own fields.
+    A key is ``"name":``, which a JSON string cannot hold unescaped."""
+    first = tuple(itertools.islice(line, len(_HEAD)))
+    return first == _HEAD and tail.count(b'":') == len(line) - (len(_HEAD) - 1)
 
 
 def log_files(path: Path) -> list[Path]:

@@ -1,0 +1,117 @@
+"""advisor.records: the reader shares the costs of equal tails, and reads every line as a
+plain per-line parse would."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import astuple
+from typing import Any
+
+import orjson
+
+from sidecar.advisor.records import TrafficRecord, parse_lines, parse_record
+
+OWN: dict[str, Any] = {
+    "id": "r0",
+    "t": 5.0,
+    "route": "chat_completions",
+    "model": "m",
+    "decision": "admit",
+    "reason": "within_budget",
+    "wait": 0.0,
+    "dur": 1.5,
+    "held": 1.25,
+}
+COST: dict[str, Any] = {
+    "img": [[640, 480, "jpeg", "data"]],
+    "text": 40,
+    "exact": False,
+    "out": 256,
+    "out_req": 256,
+    "n": 1,
+    "seqs": 1,
+    "kv_held": True,
+    "visual": 300,
+    "prompt": 340,
+    "kv": 1 << 20,
+}
+
+
+def line(
+    own: dict[str, Any] | None = None, cost: dict[str, Any] | None = None, then: bytes = b""
+) -> bytes:
+    """A record line; ``then``: more fields written after the cost (a key written twice)."""
+    written = orjson.dumps({**OWN, **(own or {}), **(COST if cost is None else cost)})
+    return written[:-1] + then + b"}"
+
+
+def plainly(lines: list[bytes]) -> list[TrafficRecord]:
+    """The reference: every line parsed whole, on its own, then ordered by arrival."""
+    records = []
+    for raw in lines:
+        try:
+            parsed = orjson.loads(raw)
+            if parsed.get("kind") != "settings":
+                records.append(parse_record(parsed))
+        except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+            continue
+    return sorted(records, key=lambda record: record.arrival)
+
+
+def rows(records: Any) -> list[tuple[Any, ...]]:
+    """Records as plain values: ``astuple`` turns the cost into its fields too, so costs are
+    compared by value, not by identity."""
+    return [astuple(record) for record in records]
+
+
+def test_lines_with_equal_tails_share_one_cost_object() -> None:
+    lines = [line({"id": f"r{n}", "t": 10.0 - n}) for n in range(3)]
+    records = parse_lines(lines).records
+    assert [r.request_id for r in records] == ["r2", "r1", "r0"]  # by arrival
+    assert records[0].cost is records[1].cost is records[2].cost
+    assert rows(records) == rows(plainly(lines))
+
+
+def test_a_tail_holding_an_own_field_lends_nothing() -> None:
+    # A parser keeps the last of a key written twice: "t" here is the tail's, on every line
+    # that ends this way, so the second line's head must not stand for its arrival.
+    lines = [
+        line({"id": "a", "t": 1.0}, then=b',"t":99.0'),
+        line({"id": "b", "t": 2.0}, then=b',"t":99.0'),
+    ]
+    records = parse_lines(lines).records
+    assert [r.arrival for r in records] == [99.0, 99.0]
+    assert rows(records) == rows(plainly(lines))
+
+
+def test_random_logs_read_as_a_line_by_line_parse_reads_them() -> None:
+    rng = random.Random(11)
+    tails = [
+        COST,
+        {**COST, "img": []},
+        {**COST, "text": 41, "out_req": None},
+        {**COST, "media": [["video", 300, 2, False], ["audio"]]},
+        {**COST, "px": [1000, 200000]},
+        {**COST, "text": "many"},  # a cost that cannot be read
+    ]
+    afters = [b"", b"", b"", b',"t":7.0', b',"held":null', b',"text":3']  # keys written twice
+    for _ in range(50):
+        lines = [orjson.dumps({"kind": "settings", "settings": {"model": "m"}})]
+        for number in range(rng.randint(0, 40)):
+            own: dict[str, Any] = {"id": f"r{number}", "t": rng.choice([1.0, 2.0, 3.5, 9.0])}
+            if rng.random() < 0.1:
+                own["held"] = None
+            if rng.random() < 0.05:
+                own["wait"] = "soon"  # a wrong type: the line is skipped
+            kind = rng.random()
+            if kind < 0.1:
+                lines.append(orjson.dumps({**OWN, **own}))  # refused before pricing
+            elif kind < 0.15:
+                lines.append(line(own)[: rng.randint(1, 60)])  # cut short by a crash
+            elif kind < 0.2:  # the cost's fields before the request's own
+                lines.append(orjson.dumps({**rng.choice(tails), **OWN, **own}))
+            else:
+                lines.append(line(own, rng.choice(tails), rng.choice(afters)))
+        contents = parse_lines(lines)
+        assert rows(contents.records) == rows(plainly(lines))
+        assert contents.headers == 1

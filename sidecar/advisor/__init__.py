@@ -16,6 +16,7 @@ files or Prometheus and print.
   queueing
 - ``sweep``, ``recommend``  ``advise``: budgets swept, the Pareto front, a recommendation,
   the env block and Helm values
+- ``workers``      the sweep's candidates spread over forked processes
 - ``prometheus``   a bucket-level synthetic traffic from the sidecar's histograms (an estimate)
 - ``chart``        the trade-off as a PNG (matplotlib, the optional ``plot`` extra)
 """

@@ -23,13 +23,15 @@ pool (``KV_BUDGET_FRACTIONS``); 90 % of the pool is recommended.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sidecar.admission.decision import Decision
-from sidecar.advisor.records import TrafficRecord
+from sidecar.advisor.records import RecordedCost, TrafficRecord
 from sidecar.advisor.replay import replay
 from sidecar.advisor.repricing import Candidate, Priced, with_settings
+from sidecar.advisor.workers import fork_map
 from sidecar.settings import Settings
 
 PIXEL_LADDER = (8_028_160, 4_014_080, 2_007_040, 1_003_520, 802_816, 501_760, 200_704)
@@ -37,6 +39,7 @@ IMAGE_TOKEN_BUDGETS = (None, 4096, 2048, 1024, 512, 256)
 REQUEST_VISUAL_BUDGETS = (None, 16_384, 8192, 4096)
 KV_BUDGET_FRACTIONS = (1.0, 0.9, 0.75, 0.5)
 RECOMMENDED_KV_FRACTION = 0.9
+KNOBS = ("max_pixels", "max_image_tokens", "max_request_visual_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,42 +91,88 @@ class Advice:
     notes: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class _Sweep:
+    """What every point reads: the traffic's distinct costs, how often each was recorded and
+    its baseline answer, and the settings the points change."""
+
+    weights: Mapping[RecordedCost, int]
+    base: Mapping[RecordedCost, Priced]
+    plain: Settings
+    pool_bytes: int
+
+
+def _sweep_point(sweep: _Sweep, knobs: tuple[int | None, int | None, int | None]) -> Point:
+    candidate = Candidate(with_settings(sweep.plain, **dict(zip(KNOBS, knobs, strict=True))))
+    return _point(sweep.weights, sweep.base, candidate, knobs, sweep.pool_bytes)
+
+
 def _point(
-    records: Sequence[TrafficRecord],
-    base: Sequence[Priced | None],
+    weights: Mapping[RecordedCost, int],
+    base: Mapping[RecordedCost, Priced],
     candidate: Candidate,
     knobs: tuple[int | None, int | None, int | None],
     pool_bytes: int,
 ) -> Point:
-    saved: list[int] = []
-    kv: list[int] = []
-    images = shrunk = rejected = 0
-    for record, before in zip(records, base, strict=True):
-        if record.cost is None:
-            continue
-        after = candidate.price(record.cost)
+    """The point's figures: each distinct cost priced once, counted as often as recorded."""
+    kv: Counter[int] = Counter()
+    saved = both = images = shrunk = rejected = 0
+    for cost, count in weights.items():
+        after = candidate.price(cost)
         if after.decision is Decision.REJECT:
-            rejected += 1
+            rejected += count
             continue
-        kv.append(after.kv_bytes)
-        if before is not None and before.decision is not Decision.REJECT:
-            saved.append(before.kv_bytes - after.kv_bytes)
-            images += len(after.image_tokens)
-            shrunk += sum(
+        kv[after.kv_bytes] += count
+        before = base[cost]
+        if before.decision is not Decision.REJECT:
+            saved += (before.kv_bytes - after.kv_bytes) * count
+            both += count
+            images += len(after.image_tokens) * count
+            shrunk += count * sum(
                 a < b for a, b in zip(after.image_tokens, before.image_tokens, strict=True)
             )
-    kv.sort()
-    mean = sum(kv) // len(kv) if kv else 0
+    forwarded = kv.total()
+    mean = sum(value * count for value, count in kv.items()) // forwarded if forwarded else 0
     return Point(
         *knobs,
-        forwarded=len(kv),
+        forwarded=forwarded,
         rejected=rejected,
         kv_mean_bytes=mean,
-        kv_p95_bytes=kv[max(0, -(-len(kv) * 95 // 100) - 1)] if kv else 0,
-        kv_saved_per_request=sum(saved) // len(saved) if saved else 0,
+        kv_p95_bytes=_nearest_rank(kv, 95),
+        kv_saved_per_request=saved // both if both else 0,
         images_downscaled_fraction=shrunk / images if images else 0.0,
         max_concurrency=max(0, pool_bytes) // mean if mean else 0,
     )
+
+
+def _nearest_rank(counts: Counter[int], percent: int) -> int:
+    """The nearest-rank percentile of values given with how often each occurs; 0 for none."""
+    rank = -(-counts.total() * percent // 100)
+    seen = 0
+    for value, count in sorted(counts.items()):
+        seen += count
+        if seen >= rank:
+            return value
+    return 0
+
+
+def _kv_row(state: tuple[Sequence[TrafficRecord], Settings, int], fraction: float) -> KvBudgetRow:
+    """The recommended point replayed with an in-flight budget of ``fraction`` of the pool."""
+    records, chosen, pool_bytes = state
+    budget = int(max(0, pool_bytes) * fraction)
+    result = replay(records, Candidate(with_settings(chosen, kv_budget_bytes=budget)))
+    reasons = Counter(str(outcome.reason) for outcome in result.outcomes)
+    return KvBudgetRow(
+        fraction,
+        budget,
+        sum(outcome.decision is Decision.WAIT for outcome in result.outcomes),
+        reasons["queue_timeout"] + reasons["queue_full"],
+        result.simulated.peak_kv_bytes,
+    )
+
+
+def _knobs(point: Point) -> tuple[int | None, int | None, int | None]:
+    return point.max_pixels, point.max_image_tokens, point.max_request_visual_tokens
 
 
 def pareto_front(points: Sequence[Point]) -> list[Point]:
@@ -150,8 +199,10 @@ def advise(
     pool_bytes: int,
     target_downscaled_fraction: float,
     notes: Sequence[str] = (),
+    jobs: int = 1,
 ) -> Advice:
-    """Sweep, keep the front, recommend a point and an in-flight budget."""
+    """Sweep, keep the front, recommend a point and an in-flight budget; the points and the
+    budgets are worked out in ``jobs`` processes at once."""
     plain = with_settings(
         settings,
         kv_budget_bytes=0,
@@ -160,16 +211,13 @@ def advise(
         over_budget_action="downscale",
     )
     baseline = Candidate(with_settings(plain, max_pixels=None))
-    base = [None if r.cost is None else baseline.price(r.cost) for r in records]
+    # Each distinct cost once (the reader shares equal ones), with how often it was recorded.
+    weights = Counter(record.cost for record in records if record.cost is not None)
+    base = {cost: baseline.price(cost) for cost in weights}
     default = getattr(baseline.profile.vision, "max_pixels", None)
     ladder = [None] + [p for p in PIXEL_LADDER if isinstance(default, int) and p < default]
-    points = []
-    for knobs in itertools.product(ladder, IMAGE_TOKEN_BUDGETS, REQUEST_VISUAL_BUDGETS):
-        changes = dict(
-            zip(("max_pixels", "max_image_tokens", "max_request_visual_tokens"), knobs, strict=True)
-        )
-        candidate = Candidate(with_settings(plain, **changes))
-        points.append(_point(records, base, candidate, knobs, pool_bytes))
+    grid = list(itertools.product(ladder, IMAGE_TOKEN_BUDGETS, REQUEST_VISUAL_BUDGETS))
+    points = fork_map(_sweep_point, _Sweep(weights, base, plain, pool_bytes), grid, jobs)
     front = pareto_front(points)
     # "No rejection": none beyond what the baseline refuses whatever the image budgets.
     eligible = [
@@ -179,26 +227,8 @@ def advise(
         and p.images_downscaled_fraction <= target_downscaled_fraction
     ]
     recommended = max(eligible, key=lambda p: p.kv_saved_per_request, default=points[0])
-    chosen = with_settings(
-        plain,
-        max_pixels=recommended.max_pixels,
-        max_image_tokens=recommended.max_image_tokens,
-        max_request_visual_tokens=recommended.max_request_visual_tokens,
-    )
-    rows = []
-    for fraction in KV_BUDGET_FRACTIONS:
-        budget = int(max(0, pool_bytes) * fraction)
-        result = replay(records, Candidate(with_settings(chosen, kv_budget_bytes=budget)))
-        fates = [o.reason for o in result.outcomes]
-        rows.append(
-            KvBudgetRow(
-                fraction,
-                budget,
-                sum(o.decision is Decision.WAIT for o in result.outcomes),
-                sum(str(f) in ("queue_timeout", "queue_full") for f in fates),
-                result.simulated.peak_kv_bytes,
-            )
-        )
+    chosen = with_settings(plain, **dict(zip(KNOBS, _knobs(recommended), strict=True)))
+    rows = fork_map(_kv_row, (records, chosen, pool_bytes), KV_BUDGET_FRACTIONS, jobs)
     return Advice(
         model=baseline.profile.name,
         pool_bytes_per_gpu=pool_bytes,

@@ -27,6 +27,7 @@ from sidecar.advisor.replay import priced_as_recorded, replay
 from sidecar.advisor.report import print_report, summarize
 from sidecar.advisor.repricing import Candidate, with_settings
 from sidecar.advisor.sweep import advise
+from sidecar.advisor.workers import available_cpus
 from sidecar.cli.capacity import kv_pool_bytes_per_gpu
 from sidecar.cli.hardware_args import add_hardware_arguments, hardware_from_arguments
 from sidecar.errors import ConfigurationError
@@ -110,6 +111,7 @@ def run_advise(args: argparse.Namespace, out: TextIO) -> int:
         pool_bytes=kv_pool_bytes_per_gpu(candidate.profile, hardware),
         target_downscaled_fraction=args.target_downscaled_fraction,
         notes=notes,
+        jobs=args.jobs,
     )
     if args.json:
         out.write(orjson.dumps(advice_json(advice)).decode() + "\n")
@@ -120,6 +122,20 @@ def run_advise(args: argparse.Namespace, out: TextIO) -> int:
         if not args.json:
             out.write(f"\nchart: {args.chart}\n")
     return 0
+
+
+MAX_DEFAULT_JOBS = 8  # each worker holds its own copy of what it touches
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
 
 
 def add_parsers(commands: Any) -> None:
@@ -136,6 +152,13 @@ def add_parsers(commands: Any) -> None:
         type=float,
         default=0.1,
         help="most images that may lose resolution (default 0.1)",
+    )
+    advise_parser.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=min(available_cpus(), MAX_DEFAULT_JOBS),
+        help="candidates priced at once, in forked processes (default: the CPUs this process "
+        f"may use, at most {MAX_DEFAULT_JOBS})",
     )
     advise_parser.add_argument("--chart", type=Path, help="write the trade-off as a PNG")
     advise_parser.add_argument("--json", action="store_true", help="one JSON object")

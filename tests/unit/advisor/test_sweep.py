@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from sidecar.advisor.recommend import advice_json, env_block, helm_values, print_advice
 from sidecar.advisor.records import RecordedCost, TrafficRecord
 from sidecar.advisor.replay import replay
 from sidecar.advisor.report import percentiles, print_report, summarize, weighted_percentiles
 from sidecar.advisor.repricing import Candidate, with_settings
 from sidecar.advisor.sweep import Point, advise, pareto_front
+from sidecar.advisor.workers import fork_map
 from sidecar.settings import Settings
 from tests.support.sidecars import QWEN
 
@@ -81,6 +84,17 @@ def test_replay_reports_queueing_under_a_small_in_flight_budget() -> None:
     print_report(summary, out)
     assert "note: a note" in out.getvalue()
     assert "429" in out.getvalue()
+
+
+def test_advise_in_forked_processes_is_advise_in_one() -> None:
+    alone = advise(traffic(), BASE, pool_bytes=50 * GIB, target_downscaled_fraction=0.1)
+    spread = advise(traffic(), BASE, pool_bytes=50 * GIB, target_downscaled_fraction=0.1, jobs=3)
+    assert spread == alone
+
+
+def test_a_worker_error_reaches_the_caller() -> None:
+    with pytest.raises(ZeroDivisionError):
+        fork_map(lambda state, item: state // item, 6, [3, 2, 0, 1], jobs=2)
 
 
 def test_advise_recommends_the_most_kv_saved_within_the_target() -> None:

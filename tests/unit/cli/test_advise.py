@@ -142,3 +142,11 @@ def test_errors_name_the_problem(log: Path, capsys: pytest.CaptureFixture[str]) 
     assert "no such file" in capsys.readouterr().err
     assert run_cli("replay", "--log", str(log), "--set", "SIDECAR_MAX_PIXELS=lots")[0] == 2
     assert "SIDECAR_MAX_PIXELS" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse's own exit, status 2
+        run_cli("advise", "--log", str(log), "--gpu-memory-gib", "80", "--jobs", "0")
+    assert "'0' is not a whole number of at least 1" in capsys.readouterr().err
+
+
+def test_advise_answers_the_same_in_one_process_and_in_several(log: Path) -> None:
+    args = ("advise", "--log", str(log), "--gpu-memory-gib", "80", "--json")
+    assert run_cli(*args, "--jobs", "1") == run_cli(*args, "--jobs", "3")

@@ -8,10 +8,12 @@ is in memory (copy-on-write: nothing is pickled) and send back only small result
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 State = TypeVar("State")
@@ -22,10 +24,18 @@ Result = TypeVar("Result")
 _inherited: tuple[Callable[[Any, Any], Any], Any] | None = None
 
 
-def available_cpus() -> int:
-    """The CPUs this process may run on (a container's or ``taskset``'s set, not the
-    machine's count)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def available_cpus(cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
+    """The CPUs this process may use: its affinity set (a container's or ``taskset``'s, not
+    the machine's count), and no more than a cgroup v2 CPU quota allows."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = cpus or 1
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):  # no cgroup v2 here, or a line it cannot be
+        pass
+    return cpus
 
 
 def fork_map(

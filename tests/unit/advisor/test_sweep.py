@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,7 @@ from sidecar.advisor.replay import replay
 from sidecar.advisor.report import percentiles, print_report, summarize, weighted_percentiles
 from sidecar.advisor.repricing import Candidate, with_settings
 from sidecar.advisor.sweep import Point, advise, pareto_front
-from sidecar.advisor.workers import fork_map
+from sidecar.advisor.workers import available_cpus, fork_map
 from sidecar.settings import Settings
 from tests.support.sidecars import QWEN
 
@@ -129,3 +130,17 @@ def test_a_stricter_target_saves_less() -> None:
     strict = advise(traffic(), BASE, pool_bytes=50 * GIB, target_downscaled_fraction=0.0)
     assert strict.recommended.images_downscaled_fraction == 0.0
     assert loose.recommended.kv_saved_per_request > strict.recommended.kv_saved_per_request
+
+
+def test_available_cpus_follow_the_cgroup_quota(tmp_path: Path) -> None:
+    cpu_max = tmp_path / "cpu.max"
+    everything = available_cpus(tmp_path / "absent")
+    assert everything >= 1
+    cpu_max.write_text("max 100000\n")
+    assert available_cpus(cpu_max) == everything
+    cpu_max.write_text("150000 100000\n")  # one and a half CPUs: two workers
+    assert available_cpus(cpu_max) == min(everything, 2)
+    cpu_max.write_text("1000 100000\n")
+    assert available_cpus(cpu_max) == 1
+    cpu_max.write_text("garbled\n")
+    assert available_cpus(cpu_max) == everything

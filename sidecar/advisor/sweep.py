@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from sidecar.admission.decision import Decision
 from sidecar.advisor.records import RecordedCost, TrafficRecord
 from sidecar.advisor.replay import replay
+from sidecar.advisor.report import weighted_percentiles
 from sidecar.advisor.repricing import Candidate, Priced, with_settings
 from sidecar.advisor.workers import fork_map
 from sidecar.settings import Settings
@@ -138,22 +139,11 @@ def _point(
         forwarded=forwarded,
         rejected=rejected,
         kv_mean_bytes=mean,
-        kv_p95_bytes=_nearest_rank(kv, 95),
+        kv_p95_bytes=int(weighted_percentiles(kv)["p95"]),
         kv_saved_per_request=saved // both if both else 0,
         images_downscaled_fraction=shrunk / images if images else 0.0,
         max_concurrency=max(0, pool_bytes) // mean if mean else 0,
     )
-
-
-def _nearest_rank(counts: Counter[int], percent: int) -> int:
-    """The nearest-rank percentile of values given with how often each occurs; 0 for none."""
-    rank = -(-counts.total() * percent // 100)
-    seen = 0
-    for value, count in sorted(counts.items()):
-        seen += count
-        if seen >= rank:
-            return value
-    return 0
 
 
 def _kv_row(state: tuple[Sequence[TrafficRecord], Settings, int], fraction: float) -> KvBudgetRow:

@@ -10,38 +10,14 @@ from typing import Any
 import orjson
 
 from sidecar.advisor.records import TrafficRecord, parse_lines, parse_record
-
-OWN: dict[str, Any] = {
-    "id": "r0",
-    "t": 5.0,
-    "route": "chat_completions",
-    "model": "m",
-    "decision": "admit",
-    "reason": "within_budget",
-    "wait": 0.0,
-    "dur": 1.5,
-    "held": 1.25,
-}
-COST: dict[str, Any] = {
-    "img": [[640, 480, "jpeg", "data"]],
-    "text": 40,
-    "exact": False,
-    "out": 256,
-    "out_req": 256,
-    "n": 1,
-    "seqs": 1,
-    "kv_held": True,
-    "visual": 300,
-    "prompt": 340,
-    "kv": 1 << 20,
-}
+from tests.support.traffic_lines import COST_FIELDS, OWN_FIELDS, record_line
 
 
 def line(
     own: dict[str, Any] | None = None, cost: dict[str, Any] | None = None, then: bytes = b""
 ) -> bytes:
     """A record line; ``then``: more fields written after the cost (a key written twice)."""
-    written = orjson.dumps({**OWN, **(own or {}), **(COST if cost is None else cost)})
+    written = orjson.dumps(record_line(own, cost))
     return written[:-1] + then + b"}"
 
 
@@ -87,12 +63,12 @@ def test_a_tail_holding_an_own_field_lends_nothing() -> None:
 def test_random_logs_read_as_a_line_by_line_parse_reads_them() -> None:
     rng = random.Random(11)
     tails = [
-        COST,
-        {**COST, "img": []},
-        {**COST, "text": 41, "out_req": None},
-        {**COST, "media": [["video", 300, 2, False], ["audio"]]},
-        {**COST, "px": [1000, 200000]},
-        {**COST, "text": "many"},  # a cost that cannot be read
+        COST_FIELDS,
+        {**COST_FIELDS, "img": []},
+        {**COST_FIELDS, "text": 41, "out_req": None},
+        {**COST_FIELDS, "media": [["video", 300, 2, False], ["audio"]]},
+        {**COST_FIELDS, "px": [1000, 200000]},
+        {**COST_FIELDS, "text": "many"},  # a cost that cannot be read
     ]
     afters = [b"", b"", b"", b',"t":7.0', b',"held":null', b',"text":3']  # keys written twice
     for _ in range(50):
@@ -105,11 +81,11 @@ def test_random_logs_read_as_a_line_by_line_parse_reads_them() -> None:
                 own["wait"] = "soon"  # a wrong type: the line is skipped
             kind = rng.random()
             if kind < 0.1:
-                lines.append(orjson.dumps({**OWN, **own}))  # refused before pricing
+                lines.append(orjson.dumps({**OWN_FIELDS, **own}))  # refused before pricing
             elif kind < 0.15:
                 lines.append(line(own)[: rng.randint(1, 60)])  # cut short by a crash
             elif kind < 0.2:  # the cost's fields before the request's own
-                lines.append(orjson.dumps({**rng.choice(tails), **OWN, **own}))
+                lines.append(orjson.dumps({**rng.choice(tails), **OWN_FIELDS, **own}))
             else:
                 lines.append(line(own, rng.choice(tails), rng.choice(afters)))
         contents = parse_lines(lines)

@@ -12,23 +12,8 @@ import pytest
 from sidecar.advisor import chart
 from tests.support.cli import run_cli
 from tests.support.sidecars import QWEN
+from tests.support.traffic_lines import COST_FIELDS, record_line
 
-LINE = {
-    "route": "chat_completions",
-    "model": QWEN,
-    "decision": "admit",
-    "reason": "within_budget",
-    "wait": 0,
-    "dur": 0.5,
-    "held": 0.5,
-    "text": 23,
-    "exact": False,
-    "out": 256,
-    "out_req": 256,
-    "n": 1,
-    "seqs": 1,
-    "kv_held": True,
-}
 SIZES = [(4032, 3024), (1920, 1080), (1920, 1080), (640, 480), (640, 480), (64, 64)] * 3
 
 
@@ -37,15 +22,7 @@ def log(tmp_path: Path) -> Path:
     path = tmp_path / "traffic.jsonl"
     header = {"kind": "settings", "format": 1, "settings": {"model": QWEN}}
     lines = [header] + [
-        {
-            **LINE,
-            "id": f"r{n}",
-            "t": n * 0.2,
-            "img": [[w, h, "jpeg", "data"]],
-            "visual": 0,
-            "prompt": 0,
-            "kv": 0,
-        }
+        record_line({"id": f"r{n}", "t": n * 0.2}, {**COST_FIELDS, "img": [[w, h, "jpeg", "data"]]})
         for n, (w, h) in enumerate(SIZES)
     ]
     path.write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n")

@@ -157,10 +157,10 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
     for raw in lines:
         try:
             at = raw.find(b'"img":')
-            seen = tails.get(raw[at:]) if at > 0 else None
-            if seen is not None and raw[at - 1] == _COMMA:
+            tail = raw[at:]
+            seen = tails.get(tail) if at > 0 else None
+            if seen is not None and (head := _head(raw, at)) is not None:
                 # Only the head is parsed: its tail was read before. A third less to parse.
-                head = orjson.loads(raw[: at - 1] + b"}")
                 record = _record(
                     head, seen.cost, seen.visual_tokens, seen.prompt_tokens, seen.kv_bytes
                 )
@@ -170,8 +170,8 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
                     settings, headers = dict(line["settings"]), headers + 1
                     continue
                 record = parse_record(line)
-                if at > 0 and _shareable(line, raw[at:]):
-                    tails[raw[at:]] = record
+                if at > 0 and _shareable(line, tail):
+                    tails[tail] = record
         except (
             orjson.JSONDecodeError,
             AttributeError,
@@ -192,17 +192,33 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
 
 
 _COMMA = ord(",")
-_HEAD = ("id", "t", "route", "model", "decision", "reason", "wait", "dur", "held", "img")
+_OWN = ("id", "t", "route", "model", "decision", "reason", "wait", "dur", "held")
+_HEAD = (*_OWN, "img")
+
+
+def _head(raw: bytes, at: int) -> dict[str, Any] | None:
+    """The line's own fields, from the text before its cost (which starts at ``at``); None
+    unless that text is the request's own fields and nothing else (a cost field written
+    before "img" would make this line's cost differ from the shared tail's)."""
+    if raw[at - 1] != _COMMA:
+        return None
+    try:
+        head: dict[str, Any] = orjson.loads(raw[: at - 1] + b"}")
+    except orjson.JSONDecodeError:
+        return None
+    return head if len(head) == len(_OWN) else None
 
 
 def _shareable(line: dict[str, Any], tail: bytes) -> bool:
-    """Whether every line ending in ``tail`` has this line's cost, whatever comes before it.
+    """Whether every line ending in ``tail`` has this line's cost, whatever comes before it
+    (``_head`` checks that what comes before is the request's own fields alone).
     The line's own fields come first (as the writer puts them), so its cost fields are all
-    in the tail; and the tail holds no more keys than those (no own field written twice, which
-    a parser reads as the last one), so another line's head gives that line's own fields.
-    A key is ``"name":``, which a JSON string cannot hold unescaped."""
+    in the tail; and the tail holds no more keys than those (no own field written twice,
+    which a parser reads as the last one), so another line's head gives that line's own
+    fields. Every key is followed by a colon, and a colon outside a string is nothing else:
+    a tail with as many colons as the line has cost keys holds those keys and no others."""
     first = tuple(itertools.islice(line, len(_HEAD)))
-    return first == _HEAD and tail.count(b'":') == len(line) - (len(_HEAD) - 1)
+    return first == _HEAD and tail.count(b":") == len(line) - len(_OWN)
 
 
 def log_files(path: Path) -> list[Path]:

@@ -14,11 +14,16 @@ from tests.support.traffic_lines import COST_FIELDS, OWN_FIELDS, record_line
 
 
 def line(
-    own: dict[str, Any] | None = None, cost: dict[str, Any] | None = None, then: bytes = b""
+    own: dict[str, Any] | None = None,
+    cost: dict[str, Any] | None = None,
+    then: bytes = b"",
+    before: bytes = b"",
 ) -> bytes:
-    """A record line; ``then``: more fields written after the cost (a key written twice)."""
+    """A record line; ``then``: more fields written after the cost (a key written twice);
+    ``before``: more fields written between the request's own and the cost."""
     written = orjson.dumps(record_line(own, cost))
-    return written[:-1] + then + b"}"
+    at = written.index(b'"img":')
+    return written[:at] + before + written[at:-1] + then + b"}"
 
 
 def plainly(lines: list[bytes]) -> list[TrafficRecord]:
@@ -60,6 +65,28 @@ def test_a_tail_holding_an_own_field_lends_nothing() -> None:
     assert rows(records) == rows(plainly(lines))
 
 
+def test_a_key_written_twice_with_a_space_lends_nothing() -> None:
+    # JSON allows a space before the colon: the tail still holds a second "t".
+    lines = [
+        line({"id": "a", "t": 1.0}, then=b',"t" :99.0'),
+        line({"id": "b", "t": 2.0}, then=b',"t" :99.0'),
+    ]
+    assert [r.arrival for r in parse_lines(lines).records] == [99.0, 99.0]
+    assert rows(parse_lines(lines).records) == rows(plainly(lines))
+
+
+def test_a_head_holding_a_cost_field_borrows_no_cost() -> None:
+    # The second line's audio item is written before "img": its tail equals the first
+    # line's, its cost does not.
+    lines = [line({"id": "a"}), line({"id": "b", "t": 6.0}, before=b'"media":[["audio"]],')]
+    records = parse_lines(lines).records
+    assert records[0].cost is not None
+    assert records[0].cost.media == ()
+    assert records[1].cost is not None
+    assert records[1].cost.media == (("audio", 0, 0, True),)
+    assert rows(records) == rows(plainly(lines))
+
+
 def test_random_logs_read_as_a_line_by_line_parse_reads_them() -> None:
     rng = random.Random(11)
     tails = [
@@ -70,7 +97,9 @@ def test_random_logs_read_as_a_line_by_line_parse_reads_them() -> None:
         {**COST_FIELDS, "px": [1000, 200000]},
         {**COST_FIELDS, "text": "many"},  # a cost that cannot be read
     ]
-    afters = [b"", b"", b"", b',"t":7.0', b',"held":null', b',"text":3']  # keys written twice
+    afters = [b"", b"", b"", b',"t":7.0', b',"held":null', b',"text":3', b',"wait" : 1']
+    # Fields written between the request's own and the cost: cost fields, or one of its own.
+    befores = [b"", b"", b"", b'"media":[["audio"]],', b'"px":[1,2],', b'"kv":9,', b'"t":3.0,']
     for _ in range(50):
         lines = [orjson.dumps({"kind": "settings", "settings": {"model": "m"}})]
         for number in range(rng.randint(0, 40)):
@@ -87,7 +116,7 @@ def test_random_logs_read_as_a_line_by_line_parse_reads_them() -> None:
             elif kind < 0.2:  # the cost's fields before the request's own
                 lines.append(orjson.dumps({**rng.choice(tails), **OWN_FIELDS, **own}))
             else:
-                lines.append(line(own, rng.choice(tails), rng.choice(afters)))
+                lines.append(line(own, rng.choice(tails), rng.choice(afters), rng.choice(befores)))
         contents = parse_lines(lines)
         assert rows(contents.records) == rows(plainly(lines))
         assert contents.headers == 1

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from sidecar.admission.budgets import Budgets
 from sidecar.admission.decision import Decision, Reason, find_violation
-from sidecar.admission.downscale import plan_downscale, resize_images
+from sidecar.admission.downscale import ImageResize, plan_downscale, resize_images
 from sidecar.advisor.records import RecordedCost, RecordedImage
 from sidecar.cost.prediction import ImageCost, RequestPrediction
 from sidecar.profiles.kv_geometry import KvGeometry
@@ -28,6 +28,7 @@ from sidecar.vision import VisionRule
 
 _Priced = tuple[Decision, Reason, int, int, int, tuple[int, ...], int]
 _Plan = tuple[tuple[int, ...], int, int, int, Reason | None, int]  # tokens, sums, violation
+_Resized = tuple[tuple[ImageCost, ...], tuple[ImageResize, ...]]
 _UNLIMITED = 1 << 62
 # Enum members read once: a class attribute lookup per request adds up over millions.
 _ADMIT, _DOWNSCALE, _REJECT = Decision.ADMIT, Decision.DOWNSCALE, Decision.REJECT
@@ -74,6 +75,7 @@ class FastPath:
         self.budgets, self.kv, self.vision, self._predict = budgets, kv, vision, predict
         self._price_image = price_image
         self._images: dict[RecordedImage, ImageCost | Reason] = {}
+        self._resized: dict[tuple[RecordedImage, int], _Resized | str] = {}  # by image, cap
         self.default_output_tokens = default_output_tokens
         self.context_tokens = context_tokens
         self._shapes: dict[tuple[object, ...], _Shape | Reason] = {}
@@ -240,7 +242,7 @@ class FastPath:
         """The downscale plan, made once for the shape (its allowance does not read the text)."""
         if shape.plan is None:
             if shape.parts is not None and self._allowance(shape) == shape.image_tokens:
-                shape.plan = self._composed_plan(shape.parts, shape.tokens)
+                shape.plan = self._composed_plan(shape.source.images, shape.parts, shape.tokens)
             else:
                 shape.plan = self._planned(shape, text)
         return shape.plan
@@ -268,18 +270,31 @@ class FastPath:
             sum(a < b for a, b in zip(kept, shape.tokens, strict=True)),
         )
 
-    def _composed_plan(self, parts: Sequence[ImageCost], tokens: Sequence[int]) -> _Plan | str:
+    def _composed_plan(
+        self, images: Sequence[RecordedImage], parts: Sequence[ImageCost], tokens: Sequence[int]
+    ) -> _Plan | str:
         """``plan_downscale``'s resize plan where no request-level budget binds: the water
         level is then the largest resizable image's cost, so ``resize_images`` at that level
-        is the plan, with no prediction to build around it."""
+        is the plan, with no prediction to build around it. ``resize_images`` plans each image
+        on its own under one token cap, so each image's plan under a cap is made once: a
+        thousand shapes are a few dozen sizes."""
         resizable = [part.tokens.tokens for part in parts if part.resizable]
         if not parts or not resizable:
             return "nothing to shrink: no images, or only URLs"
-        resized = resize_images(parts, self.budgets, self.vision, max(resizable))
-        if isinstance(resized, str):
-            return resized
-        planned, resizes = resized
-        if not resizes:
+        level = max(resizable)
+        cap = min(level, self.budgets.max_image_tokens or level)  # as ``resize_images`` caps
+        planned = []
+        resized = False
+        for image, part in zip(images, parts, strict=True):
+            key = (image, cap)
+            one = self._resized.get(key)
+            if one is None:
+                one = self._resized[key] = resize_images((part,), self.budgets, self.vision, cap)
+            if isinstance(one, str):
+                return one
+            planned.append(one[0][0])
+            resized = resized or bool(one[1])
+        if not resized:
             return "no smaller size lowers this model's cost"
         kept = tuple([part.tokens.tokens for part in planned])
         return (

@@ -21,12 +21,12 @@ from dataclasses import dataclass, replace
 from sidecar.admission.budgets import Budgets
 from sidecar.admission.decision import Decision, Reason, find_violation
 from sidecar.admission.downscale import ImageResize, plan_downscale, resize_images
+from sidecar.advisor.priced import Priced
 from sidecar.advisor.records import RecordedCost, RecordedImage
 from sidecar.cost.prediction import ImageCost, RequestPrediction
 from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.vision import VisionRule
 
-_Priced = tuple[Decision, Reason, int, int, int, tuple[int, ...], int]
 _Plan = tuple[tuple[int, ...], int, int, int, Reason | None, int]  # tokens, sums, violation
 _Resized = tuple[tuple[ImageCost, ...], tuple[ImageResize, ...]]
 _UNLIMITED = 1 << 62
@@ -55,6 +55,7 @@ class _Shape:
     cross: int
     too_many: bool
     violation: Reason | None  # per-image pixels or tokens, or the request's visual tokens
+    allowance: int = 0  # the most image tokens the request-level image budgets leave
     plan: _Plan | str | None = None
     prediction: RequestPrediction | None = None  # at text 0; made when the plan needs it
 
@@ -78,12 +79,14 @@ class FastPath:
         self._resized: dict[tuple[RecordedImage, int], _Resized | str] = {}  # by image, cap
         self.default_output_tokens = default_output_tokens
         self.context_tokens = context_tokens
-        self._shapes: dict[tuple[object, ...], _Shape | Reason] = {}
+        self._shapes: dict[tuple[object, ...], _Shape | Reason] = {}  # images and media
+        self._image_shapes: dict[tuple[RecordedImage, ...], _Shape | Reason] = {}
         self._kv: dict[int | tuple[int, int], int] = {}
         self._prompt_limit = budgets.max_request_prompt_tokens or _UNLIMITED
         self._kv_limit = (
             _UNLIMITED if budgets.max_request_kv_bytes is None else (budgets.max_request_kv_bytes)
         )
+        self._downscale = budgets.downscale
         self._hands_over = budgets.downscale and budgets.downscale_with_processor_kwargs
         self._total = budgets.kv_budget_bytes
         self._largest = budgets.kv_budget_bytes_per_engine if self._total > 0 else _UNLIMITED
@@ -94,7 +97,7 @@ class FastPath:
 
     @property
     def shapes(self) -> int:
-        return len(self._shapes)
+        return len(self._shapes) + len(self._image_shapes)
 
     def kv_bytes(self, tokens: int, cross: int) -> int:
         """``request_kv_bytes``, remembered (by the token count alone where, as nearly always,
@@ -105,50 +108,62 @@ class FastPath:
             answer = self._kv[key] = self.kv.request_kv_bytes(tokens, cross)
         return answer
 
-    def price(self, cost: RecordedCost) -> _Priced | None:
-        """(decision, reason, visual, prompt, KV, image tokens, images shrunk), or None."""
+    def price(self, cost: RecordedCost) -> Priced | None:
+        """The answer, or None where ``decide`` must give it. Written out for speed: a replay
+        asks it for every distinct recorded cost, hundreds of thousands of times."""
         if self._hands_over or cost.prompts or cost.pixel_range or cost.sequences != 1:
             return None
-        budgets = self.budgets
-        key = (cost.images, cost.media)
-        shape = self._shapes.get(key)
-        if shape is None:
-            shape = self._shapes[key] = self._shape(cost)
+        if cost.media:
+            key: tuple[object, ...] = (cost.images, cost.media)
+            shape = self._shapes.get(key)
+            if shape is None:
+                shape = self._shapes[key] = self._shape(cost)
+        else:  # images alone, as most requests are: keyed by them, one tuple less to hash
+            shape = self._image_shapes.get(cost.images)
+            if shape is None:
+                shape = self._image_shapes[cost.images] = self._shape(cost)
         if isinstance(shape, Reason):  # refused whatever the text: a URL, an image too large
-            return _REJECT, shape, 0, 0, 0, (), 0
+            return Priced(_REJECT, shape)
         text = cost.text_tokens
         prompt = shape.image_tokens + shape.fixed_visual + text
         output = (cost.output_requested or self.default_output_tokens) if cost.output_tokens else 0
         kv = self._request_kv(cost, prompt, output, shape.cross)
         images, visual = shape.tokens, shape.visual
         if shape.too_many:
-            return _REJECT, _TOO_MANY, visual, prompt, kv, images, 0
-        reason = shape.violation or self._late_violation(prompt, kv)
+            return Priced(_REJECT, _TOO_MANY, visual, prompt, kv, images)
+        reason = shape.violation
         if reason is None:
-            if kv > self._largest:
-                return _REJECT, _LARGER, visual, prompt, kv, images, 0
-            return _ADMIT, _WITHIN, visual, prompt, kv, images, 0
-        if not budgets.downscale:
-            return _REJECT, reason, visual, prompt, kv, images, 0
+            if prompt > self._prompt_limit:
+                reason = _PROMPT
+            elif kv > self._kv_limit:
+                reason = _KV
+            elif kv > self._largest:
+                return Priced(_REJECT, _LARGER, visual, prompt, kv, images)
+            else:
+                return Priced(_ADMIT, _WITHIN, visual, prompt, kv, images)
+        if not self._downscale:
+            return Priced(_REJECT, reason, visual, prompt, kv, images)
         fixed = prompt - shape.image_tokens
-        allowance = self._allowance(shape)
+        allowance = shape.allowance
         if self._prompt_limit - fixed < allowance or (
             self._kv_limit < _UNLIMITED
             and self.kv_bytes(fixed + allowance + cost.n * output, shape.cross) > self._kv_limit
         ):
             return None  # the text changes the plan: decide() itself
-        plan = self._plan(shape, text)
+        plan = shape.plan
+        if plan is None:
+            plan = self._plan(shape, text)
         if isinstance(plan, str):
-            return _REJECT, reason, visual, prompt, kv, images, 0
+            return Priced(_REJECT, reason, visual, prompt, kv, images)
         kept, tokens, wrappers, cross, late, shrunk = plan
         new_prompt = prompt - shape.image_tokens - shape.image_wrappers + tokens + wrappers
         new_kv = self._request_kv(cost, new_prompt, output, cross)
         if late is not None or self._late_violation(new_prompt, new_kv) is not None:
-            return _REJECT, reason, visual, prompt, kv, images, 0
+            return Priced(_REJECT, reason, visual, prompt, kv, images)
         new_visual = tokens + shape.media_tokens
         if new_kv > self._largest:
-            return _REJECT, _LARGER, new_visual, new_prompt, new_kv, kept, 0
-        return _DOWNSCALE, reason, new_visual, new_prompt, new_kv, kept, shrunk
+            return Priced(_REJECT, _LARGER, new_visual, new_prompt, new_kv, kept)
+        return Priced(_DOWNSCALE, reason, new_visual, new_prompt, new_kv, kept, shrunk)
 
     def _request_kv(self, cost: RecordedCost, prompt: int, output: int, cross: int) -> int:
         """``with_kv_bytes`` for one prompt: output cut to the room the context leaves."""
@@ -167,13 +182,16 @@ class FastPath:
             return _KV
         return None
 
-    def _allowance(self, shape: _Shape) -> int:
-        limit = self.budgets.max_request_visual_tokens
-        return min(shape.image_tokens, _UNLIMITED if limit is None else limit - shape.media_tokens)
-
     def _shape(self, cost: RecordedCost) -> _Shape | Reason:
-        if not cost.media:
-            return self._composed(cost)
+        shape = self._composed(cost) if not cost.media else self._with_media(cost)
+        if isinstance(shape, _Shape):
+            limit = self.budgets.max_request_visual_tokens
+            most = _UNLIMITED if limit is None else limit - shape.media_tokens
+            shape.allowance = min(shape.image_tokens, most)
+        return shape
+
+    def _with_media(self, cost: RecordedCost) -> _Shape | Reason:
+        """Images with videos, audio or embeddings: ``predict`` at text 0."""
         base = self._predict(replace(cost, text_tokens=0))
         if isinstance(base, Reason):
             return base
@@ -241,7 +259,7 @@ class FastPath:
     def _plan(self, shape: _Shape, text: int) -> _Plan | str:
         """The downscale plan, made once for the shape (its allowance does not read the text)."""
         if shape.plan is None:
-            if shape.parts is not None and self._allowance(shape) == shape.image_tokens:
+            if shape.parts is not None and shape.allowance == shape.image_tokens:
                 shape.plan = self._composed_plan(shape.source.images, shape.parts, shape.tokens)
             else:
                 shape.plan = self._planned(shape, text)

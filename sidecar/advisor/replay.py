@@ -8,21 +8,26 @@ it gets the median of the others', and the report says how many did.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from itertools import compress, repeat
-from operator import attrgetter, is_not
-from typing import cast
+from functools import cached_property
+from itertools import chain, compress, repeat
+from operator import attrgetter, is_not, sub
+from typing import NamedTuple, TypeVar, cast
 
 from sidecar.admission.decision import Decision, Reason
+from sidecar.advisor.priced import Priced
 from sidecar.advisor.records import RecordedCost, TrafficRecord, bulk
-from sidecar.advisor.repricing import Candidate, Priced
+from sidecar.advisor.repricing import Candidate
 from sidecar.advisor.simulation import Fate, Queueing, Simulated, simulate
 from sidecar.settings import Mode
 
 _FATE_REASONS = {Fate.QUEUE_TIMEOUT: Reason.QUEUE_TIMEOUT, Fate.QUEUE_FULL: Reason.QUEUE_FULL}
 _DECISIONS = {decision.value: decision for decision in Decision}
 _COST, _HELD, _ARRIVAL = attrgetter("cost"), attrgetter("held_seconds"), attrgetter("arrival")
+_DECISION, _REASON = attrgetter("decision"), attrgetter("reason")
+Value = TypeVar("Value", bound=Hashable)
 
 
 @dataclass(slots=True, eq=False)
@@ -41,13 +46,74 @@ class Outcome:
         return self.priced is not None and self.decision is not Decision.REJECT
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayResult:
-    """Outcomes aligned with the records, the simulation, and what had to be estimated."""
+class ByCost(NamedTuple):
+    """The distinct priced costs of a replay, in step: each one's answer, its requests, and
+    how many of those got that answer (the others the ledger changed)."""
 
-    outcomes: tuple[Outcome, ...]
+    costs: list[RecordedCost]
+    answers: list[Priced]
+    requests: list[int]
+    as_priced: list[int]
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """What the candidate does with each record, kept as it is worked out: each recorded
+    cost's answer, shared by every request of that cost, and the requests whose outcome is
+    another (the ledger made them wait or refused them; refused before pricing as
+    recorded). ``outcomes`` spells it out request by request."""
+
+    costs: Sequence[RecordedCost | None]  # per record
+    answers: Mapping[RecordedCost, Priced]  # each priced cost's answer
+    changed: Mapping[int, Outcome]  # by record number
     simulated: Simulated
     service_time_estimated: int  # jobs given the median service time
+
+    @cached_property
+    def outcomes(self) -> tuple[Outcome, ...]:
+        """Each record's outcome, aligned with the records."""
+        as_priced: dict[RecordedCost | None, Outcome] = {
+            cost: Outcome(answer.decision, answer.reason, answer)
+            for cost, answer in self.answers.items()
+        }
+        outcomes = cast("list[Outcome]", list(map(as_priced.get, self.costs)))
+        for number, outcome in self.changed.items():
+            outcomes[number] = outcome
+        return tuple(outcomes)
+
+    @cached_property
+    def by_cost(self) -> ByCost:
+        """The distinct priced costs, each with its answer and its requests."""
+        requests = Counter(self.costs)
+        requests.pop(None, None)
+        moved = Counter(map(self.costs.__getitem__, self.changed))
+        costs = cast("list[RecordedCost]", list(requests))
+        return ByCost(
+            costs,
+            list(map(self.answers.__getitem__, costs)),
+            list(requests.values()),
+            list(map(sub, requests.values(), map(moved.get, costs, repeat(0)))),
+        )
+
+    def decisions(self) -> Counter[Decision]:
+        """Requests by decision."""
+        by_cost = self.by_cost
+        counts = weighted(map(_DECISION, by_cost.answers), by_cost.as_priced)
+        counts.update(map(_DECISION, self.changed.values()))
+        return counts
+
+    def reasons(self) -> Counter[Reason | str]:
+        """Requests by reason (a recorded reason counts with the ``Reason`` it names)."""
+        by_cost = self.by_cost
+        counts: Counter[Reason | str] = weighted(map(_REASON, by_cost.answers), by_cost.as_priced)
+        counts.update(map(_REASON, self.changed.values()))
+        return counts
+
+
+def weighted(values: Iterable[Value], weights: Iterable[int]) -> Counter[Value]:
+    """Each value counted as many times as its weight says, at C speed: a few hundred
+    thousand distinct answers stand for a million requests."""
+    return Counter(chain.from_iterable(map(repeat, values, weights)))
 
 
 def queueing_for(candidate: Candidate) -> Queueing:
@@ -75,8 +141,8 @@ def _replay(records: Sequence[TrafficRecord], candidate: Candidate) -> ReplayRes
     answers = _answers(costs, candidate)
     jobs, members, estimated = _jobs(records, costs, answers, queueing)
     simulated = simulate(jobs, queueing)
-    outcomes = _outcomes(records, costs, answers, members, simulated, queueing.shadow)
-    return ReplayResult(outcomes, simulated, estimated)
+    changed = _changed(records, costs, answers, members, simulated, queueing.shadow)
+    return ReplayResult(costs, answers, changed, simulated, estimated)
 
 
 def _answers(
@@ -114,39 +180,36 @@ def _jobs(
     return cast("list[tuple[float, int, float]]", jobs), members, estimated
 
 
-def _outcomes(
+def _changed(
     records: Sequence[TrafficRecord],
     costs: Sequence[RecordedCost | None],
     answers: dict[RecordedCost, Priced],
     members: Sequence[int],
     simulated: Simulated,
     shadow: bool,
-) -> tuple[Outcome, ...]:
-    """Each record's outcome: its price's, shared by every request of that cost, unless the
-    ledger changed it; a request refused before pricing keeps its recorded answer."""
-    as_priced: dict[RecordedCost | None, Outcome] = {
-        cost: Outcome(answer.decision, answer.reason, answer) for cost, answer in answers.items()
-    }
-    outcomes: list[Outcome | None] = list(map(as_priced.get, costs))
+) -> dict[int, Outcome]:
+    """The records whose outcome is not their price's: refused before pricing (their
+    recorded answer), or made to wait or refused by the ledger."""
+    changed: dict[int, Outcome] = {}
     if None in costs:
         for number in [n for n, cost in enumerate(costs) if cost is None]:
             record = records[number]
             recorded = _DECISIONS.get(record.decision, Decision.REJECT)
-            outcomes[number] = Outcome(recorded, record.reason, None)
+            changed[number] = Outcome(recorded, record.reason, None)
     fates, waits = simulated.fates, simulated.waits
-    changed: Iterable[int] = compress(range(len(fates)), map(is_not, fates, repeat(Fate.GRANTED)))
+    jobs: Iterable[int] = compress(range(len(fates)), map(is_not, fates, repeat(Fate.GRANTED)))
     if shadow:
-        changed = sorted({*changed, *compress(range(len(fates)), simulated.would_wait)})
-    for job in changed:
+        jobs = sorted({*jobs, *compress(range(len(fates)), simulated.would_wait)})
+    for job in jobs:
         number, fate, wait = members[job], fates[job], waits[job]
         answer = answers[cast(RecordedCost, costs[number])]
         if fate in _FATE_REASONS:
-            outcomes[number] = Outcome(Decision.REJECT, _FATE_REASONS[fate], answer, wait)
+            changed[number] = Outcome(Decision.REJECT, _FATE_REASONS[fate], answer, wait)
         elif answer.decision is Decision.ADMIT:
-            outcomes[number] = Outcome(Decision.WAIT, Reason.KV_BUDGET_FULL, answer, wait)
+            changed[number] = Outcome(Decision.WAIT, Reason.KV_BUDGET_FULL, answer, wait)
         else:
-            outcomes[number] = Outcome(answer.decision, answer.reason, answer, wait)
-    return tuple(cast("list[Outcome]", outcomes))
+            changed[number] = Outcome(answer.decision, answer.reason, answer, wait)
+    return changed
 
 
 def priced_as_recorded(

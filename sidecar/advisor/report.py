@@ -11,17 +11,27 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from itertools import compress, repeat
-from operator import attrgetter, is_not
+from operator import attrgetter, is_not, mul
 from typing import Any, TextIO, TypeVar
 
 from sidecar.admission.decision import Decision, Reason
 from sidecar.advisor.records import TrafficRecord, bulk
-from sidecar.advisor.replay import ReplayResult
+from sidecar.advisor.replay import ReplayResult, weighted
 from sidecar.units import format_bytes
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 Number = TypeVar("Number", int, float)
 _REJECT, _WAIT, _DOWNSCALE = Decision.REJECT, Decision.WAIT, Decision.DOWNSCALE
+_DECISION, _IMAGES, _SHRUNK = (
+    attrgetter("decision"),
+    attrgetter("images"),
+    attrgetter("downscaled_images"),
+)
+_VISUAL, _PROMPT, _KV = (
+    attrgetter("visual_tokens"),
+    attrgetter("prompt_tokens"),
+    attrgetter("kv_bytes"),
+)
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:
@@ -59,36 +69,39 @@ def summarize(
 def _summarize(
     records: Sequence[TrafficRecord], result: ReplayResult, notes: Sequence[str]
 ) -> dict[str, Any]:
-    # Counted by object, not request by request: requests with one answer share one outcome
-    # (and one recorded cost), so a million requests are a few hundred thousand objects.
-    outcomes = result.outcomes
-    decisions: dict[Decision, int] = {}
-    visual: dict[int, int] = {}
-    prompt: dict[int, int] = {}
-    kv: dict[int, int] = {}
-    waited: Counter[float] = Counter()
-    downscaled = 0
-    by_reason: dict[Reason | str, int] = {}  # a recorded "within_budget" is the Reason's key
-    for outcome, count in Counter(outcomes).items():  # by identity: shared ones once
-        decision, priced = outcome.decision, outcome.priced
-        decisions[decision] = decisions.get(decision, 0) + count
-        by_reason[outcome.reason] = by_reason.get(outcome.reason, 0) + count
-        if priced is not None and decision is not _REJECT:
-            visual[priced.visual_tokens] = visual.get(priced.visual_tokens, 0) + count
-            prompt[priced.prompt_tokens] = prompt.get(priced.prompt_tokens, 0) + count
-            kv[priced.kv_bytes] = kv.get(priced.kv_bytes, 0) + count
-            downscaled += priced.downscaled_images * count
-        wait = outcome.wait_seconds
-        if decision is _WAIT or (decision is _DOWNSCALE and wait > 0):
-            waited[wait] += count
-    reasons = {str(reason): count for reason, count in by_reason.items()}  # StrEnum: its value
-    costs = list(map(attrgetter("cost"), records))
+    # Counted by answer, not request by request: a million requests are a few hundred
+    # thousand distinct costs' answers (each weighted by its requests, ``weighted``), and the
+    # requests the ledger changed.
+    by_cost, changed = result.by_cost, result.changed.values()
+    forwarding = list(map(is_not, map(_DECISION, by_cost.answers), repeat(_REJECT)))
+    forwarded = list(compress(by_cost.answers, forwarding))
+    weights = list(compress(by_cost.as_priced, forwarding))
+    forwarded_changed = [
+        o.priced for o in changed if o.priced is not None and o.decision is not _REJECT
+    ]
+    visual, prompt, kv = (
+        weighted(map(field, forwarded), weights) + Counter(map(field, forwarded_changed))
+        for field in (_VISUAL, _PROMPT, _KV)
+    )
+    downscaled = sum(map(mul, map(_SHRUNK, forwarded), weights))
+    downscaled += sum(map(_SHRUNK, forwarded_changed))
+    waited = Counter(
+        [
+            o.wait_seconds
+            for o in changed
+            if o.decision is _WAIT or (o.decision is _DOWNSCALE and o.wait_seconds > 0)
+        ]
+    )
+    decisions = result.decisions()
+    # A recorded "within_budget" and the Reason are one key (StrEnum); str() gives the value.
+    reasons = {str(reason): count for reason, count in result.reasons().items()}
+    costs = result.costs
     priced_records = list(compress(records, map(is_not, costs, repeat(None))))
     timeouts = reasons.get(Reason.QUEUE_TIMEOUT.value, 0)
     full = reasons.get(Reason.QUEUE_FULL.value, 0)
     recorded_decisions = Counter(map(attrgetter("decision"), records))
     return {
-        "requests": len(outcomes),
+        "requests": len(costs),
         "decisions": {d.value: decisions.get(d, 0) for d in Decision},
         "reasons": dict(sorted(reasons.items())),
         "recorded": {
@@ -103,11 +116,7 @@ def _summarize(
         "prompt_tokens_per_request": weighted_percentiles(prompt),
         "kv_bytes_per_request": weighted_percentiles(kv),
         "images": {
-            "total": sum(
-                len(cost.images) * count
-                for cost, count in Counter(costs).items()
-                if cost is not None
-            ),
+            "total": sum(map(mul, map(len, map(_IMAGES, by_cost.costs)), by_cost.requests)),
             "downscaled": downscaled,
         },
         "queue": {

@@ -27,11 +27,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sidecar.admission.decision import Decision
+from sidecar.admission.decision import Decision, Reason
+from sidecar.advisor.priced import Priced
 from sidecar.advisor.records import RecordedCost, TrafficRecord
 from sidecar.advisor.replay import replay
 from sidecar.advisor.report import weighted_percentiles
-from sidecar.advisor.repricing import Candidate, Priced, with_settings
+from sidecar.advisor.repricing import Candidate, with_settings
 from sidecar.advisor.workers import fork_map
 from sidecar.settings import Settings
 
@@ -151,12 +152,12 @@ def _kv_row(state: tuple[Sequence[TrafficRecord], Settings, int], fraction: floa
     records, chosen, pool_bytes = state
     budget = int(max(0, pool_bytes) * fraction)
     result = replay(records, Candidate(with_settings(chosen, kv_budget_bytes=budget)))
-    reasons = Counter(str(outcome.reason) for outcome in result.outcomes)
+    reasons = result.reasons()
     return KvBudgetRow(
         fraction,
         budget,
-        sum(outcome.decision is Decision.WAIT for outcome in result.outcomes),
-        reasons["queue_timeout"] + reasons["queue_full"],
+        result.decisions()[Decision.WAIT],
+        reasons[Reason.QUEUE_TIMEOUT] + reasons[Reason.QUEUE_FULL],
         result.simulated.peak_kv_bytes,
     )
 

@@ -9,7 +9,7 @@ import pytest
 
 from sidecar.admission.decision import Reason
 from sidecar.advisor.records import RecordedCost, RecordedImage, RecordedMedia
-from sidecar.advisor.repricing import Candidate, Priced, with_settings
+from sidecar.advisor.repricing import Candidate, with_settings
 from sidecar.settings import Settings
 from tests.support.sidecars import QWEN
 
@@ -89,7 +89,7 @@ def test_the_fast_path_answers_as_decide_does(seed: int) -> None:
             handed_over += 1
             continue
         fast += 1
-        assert Priced(*answer) == candidate.decide(cost), cost
+        assert answer == candidate.decide(cost), cost
     assert fast > 0  # tight prompt or KV budgets hand many requests to decide()
 
 
@@ -113,10 +113,10 @@ def test_images_alone_are_planned_image_by_image_as_decide_plans_them(seed: int)
         cost.media = ()
         answer = candidate._fast.price(cost)
         if answer is not None:
-            assert Priced(*answer) == candidate.decide(cost), cost
+            assert answer == candidate.decide(cost), cost
     composed = [
         shape
-        for shape in candidate._fast._shapes.values()
+        for shape in candidate._fast._image_shapes.values()
         if not isinstance(shape, Reason) and shape.parts is not None and shape.plan is not None
     ]
     assert any(isinstance(shape.plan, tuple) for shape in composed)

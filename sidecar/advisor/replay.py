@@ -20,7 +20,7 @@ from sidecar.admission.decision import Decision, Reason
 from sidecar.advisor.priced import Priced
 from sidecar.advisor.records import RecordedCost, TrafficRecord, bulk
 from sidecar.advisor.repricing import Candidate
-from sidecar.advisor.simulation import Fate, Queueing, Simulated, simulate
+from sidecar.advisor.simulation import Fate, Jobs, Queueing, Simulated, simulate
 from sidecar.settings import Mode
 
 _FATE_REASONS = {Fate.QUEUE_TIMEOUT: Reason.QUEUE_TIMEOUT, Fate.QUEUE_FULL: Reason.QUEUE_FULL}
@@ -139,9 +139,9 @@ def _replay(records: Sequence[TrafficRecord], candidate: Candidate) -> ReplayRes
     queueing = queueing_for(candidate)
     costs = list(map(_COST, records))
     answers = _answers(costs, candidate)
-    jobs, members, estimated = _jobs(records, costs, answers, queueing)
+    jobs, estimated = _jobs(records, costs, answers, queueing)
     simulated = simulate(jobs, queueing)
-    changed = _changed(records, costs, answers, members, simulated, queueing.shadow)
+    changed = _changed(records, costs, answers, simulated, queueing.shadow)
     return ReplayResult(costs, answers, changed, simulated, estimated)
 
 
@@ -158,33 +158,32 @@ def _jobs(
     costs: Sequence[RecordedCost | None],
     answers: dict[RecordedCost, Priced],
     queueing: Queueing,
-) -> tuple[list[tuple[float, int, float]], list[int], int]:
-    """The forwarded requests as ledger jobs (arrival, KV bytes, service time), the record
-    of each job, and how many were given the median service time."""
+) -> tuple[Jobs, int]:
+    """Every record as the ledger sees it: arrival, KV bytes (None: not forwarded) and
+    service time; and how many forwarded ones were given the median service time."""
     jobs_kv: dict[RecordedCost | None, int] = {
         cost: answer.kv_bytes
         for cost, answer in answers.items()
         if queueing.shadow or answer.decision is not Decision.REJECT
     }
     kv_bytes = list(map(jobs_kv.get, costs))
-    is_job = list(map(is_not, kv_bytes, repeat(None)))
-    helds = list(compress(map(_HELD, records), is_job))
-    estimated = helds.count(None)
-    if estimated:  # never forwarded when recorded: the median of the others' service times
-        known = [held for held in map(_HELD, records) if held is not None]
+    helds = list(map(_HELD, records))
+    estimated = 0
+    if None in helds:  # never forwarded when recorded: the median of the others' service times
+        known = [held for held in helds if held is not None]
         typical = statistics.median(known) if known else 0.0
+        estimated = sum(
+            kv is not None and held is None for kv, held in zip(kv_bytes, helds, strict=True)
+        )
         helds = [typical if held is None else held for held in helds]
-    arrivals = compress(map(_ARRIVAL, records), is_job)
-    jobs = list(zip(arrivals, compress(kv_bytes, is_job), helds, strict=True))
-    members = list(compress(range(len(records)), is_job))
-    return cast("list[tuple[float, int, float]]", jobs), members, estimated
+    jobs = Jobs(list(map(_ARRIVAL, records)), kv_bytes, cast("list[float]", helds))
+    return jobs, estimated
 
 
 def _changed(
     records: Sequence[TrafficRecord],
     costs: Sequence[RecordedCost | None],
     answers: dict[RecordedCost, Priced],
-    members: Sequence[int],
     simulated: Simulated,
     shadow: bool,
 ) -> dict[int, Outcome]:
@@ -197,11 +196,11 @@ def _changed(
             recorded = _DECISIONS.get(record.decision, Decision.REJECT)
             changed[number] = Outcome(recorded, record.reason, None)
     fates, waits = simulated.fates, simulated.waits
-    jobs: Iterable[int] = compress(range(len(fates)), map(is_not, fates, repeat(Fate.GRANTED)))
+    numbers: Iterable[int] = compress(range(len(fates)), map(is_not, fates, repeat(Fate.GRANTED)))
     if shadow:
-        jobs = sorted({*jobs, *compress(range(len(fates)), simulated.would_wait)})
-    for job in jobs:
-        number, fate, wait = members[job], fates[job], waits[job]
+        numbers = sorted({*numbers, *compress(range(len(fates)), simulated.would_wait)})
+    for number in numbers:
+        fate, wait = fates[number], waits[number]
         answer = answers[cast(RecordedCost, costs[number])]
         if fate in _FATE_REASONS:
             changed[number] = Outcome(Decision.REJECT, _FATE_REASONS[fate], answer, wait)

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from sidecar.admission.ledger import KvLedger
-from sidecar.advisor.simulation import Fate, Job, Queueing, simulate
+from sidecar.advisor.simulation import Fate, Job, Jobs, Queueing, simulate
 from sidecar.errors import OverloadedError, QueueFullError
 from tests.support.virtual_time import run_in_virtual_time
 
@@ -17,17 +17,17 @@ G, W, T, F = Fate.GRANTED, Fate.WAITED, Fate.QUEUE_TIMEOUT, Fate.QUEUE_FULL
 
 
 def fates(jobs: list[Job], budget: int, timeout: float = 1.0, depth: int = 100) -> list[Fate]:
-    return list(simulate(jobs, Queueing(budget, timeout, depth)).fates)
+    return list(simulate(Jobs.of(jobs), Queueing(budget, timeout, depth)).fates)
 
 
 def test_without_a_budget_every_job_is_granted_and_counted() -> None:
-    result = simulate([Job(0, 5, 1), Job(0.5, 7, 1), Job(2, 1, 1)], Queueing(0, 1, 10))
+    result = simulate(Jobs.of([Job(0, 5, 1), Job(0.5, 7, 1), Job(2, 1, 1)]), Queueing(0, 1, 10))
     assert result.fates == (G, G, G)
     assert (result.peak_kv_bytes, result.peak_requests) == (12, 2)
 
 
 def test_a_waiter_is_granted_when_a_release_makes_room() -> None:
-    result = simulate([Job(0, 6, 1.0), Job(0.2, 6, 1.0)], Queueing(10, 5, 10))
+    result = simulate(Jobs.of([Job(0, 6, 1.0), Job(0.2, 6, 1.0)]), Queueing(10, 5, 10))
     assert result.fates == (G, W)
     assert result.waits[1] == pytest.approx(0.8)
 
@@ -35,7 +35,7 @@ def test_a_waiter_is_granted_when_a_release_makes_room() -> None:
 def test_grants_follow_arrival_order_even_when_a_later_job_would_fit() -> None:
     jobs = [Job(0, 6, 1.0), Job(0.1, 6, 1.0), Job(0.2, 1, 0.1)]
     assert fates(jobs, budget=10, timeout=5) == [G, W, W]
-    assert simulate(jobs, Queueing(10, 5, 10)).waits[2] == pytest.approx(0.8)  # with job 1
+    assert simulate(Jobs.of(jobs), Queueing(10, 5, 10)).waits[2] == pytest.approx(0.8)  # with job 1
 
 
 def test_a_waiter_leaves_after_the_timeout_and_the_next_one_may_then_fit() -> None:
@@ -57,7 +57,7 @@ def test_a_release_at_the_deadline_grants_before_the_timeout() -> None:
 
 
 def test_shadow_mode_never_queues_but_marks_what_decide_would_make_wait() -> None:
-    result = simulate([Job(0, 8, 1), Job(0.1, 8, 1)], Queueing(10, 1, 1, shadow=True))
+    result = simulate(Jobs.of([Job(0, 8, 1), Job(0.1, 8, 1)]), Queueing(10, 1, 1, shadow=True))
     assert result.fates == (G, G)
     assert result.would_wait == (False, True)
     assert result.peak_kv_bytes == 16
@@ -95,3 +95,30 @@ def test_the_simulation_decides_as_the_real_ledger_does(seed: int) -> None:
     actual = run_in_virtual_time(lambda: live_ledger(jobs, 100, timeout, depth), tick_seconds=1e-7)
     assert actual == expected
     assert {W, T} <= set(expected)  # the load makes jobs wait and time out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_requests_not_forwarded_pass_by(seed: int) -> None:
+    rng = random.Random(seed)
+    jobs = sorted(
+        (Job(rng.uniform(0, 20), rng.randint(1, 60), rng.uniform(0.1, 3)) for _ in range(150)),
+        key=lambda job: job.arrival,
+    )
+    queueing = Queueing(100, rng.choice([1, 2]), rng.choice([2, 5, 100]))
+    rows: list[tuple[float, int | None, float]] = []
+    forwarded = []
+    for job in jobs:
+        if rng.random() < 0.3:  # refused, arriving at the same time: the ledger never sees it
+            rows.append((job.arrival, None, 0.0))
+        forwarded.append(len(rows))
+        rows.append(job)
+    arrivals, kv_bytes, helds = zip(*rows, strict=True)
+    alone = simulate(Jobs.of(jobs), queueing)
+    mixed = simulate(Jobs(arrivals, kv_bytes, helds), queueing)
+    assert [mixed.fates[n] for n in forwarded] == list(alone.fates)
+    assert [mixed.waits[n] for n in forwarded] == list(alone.waits)
+    passing = set(range(len(rows))) - set(forwarded)
+    assert {mixed.fates[n] for n in passing} == {G}
+    assert {mixed.waits[n] for n in passing} == {0.0}
+    assert (mixed.peak_kv_bytes, mixed.peak_requests) == (alone.peak_kv_bytes, alone.peak_requests)
+    assert {W} <= set(alone.fates)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from itertools import chain, compress, repeat
-from operator import attrgetter, is_not, sub
-from typing import NamedTuple, TypeVar, cast
+from itertools import compress, repeat
+from operator import attrgetter, is_not
+from typing import cast
 
 from sidecar.admission.decision import Decision, Reason
 from sidecar.advisor.priced import Priced
@@ -26,8 +26,6 @@ from sidecar.settings import Mode
 _FATE_REASONS = {Fate.QUEUE_TIMEOUT: Reason.QUEUE_TIMEOUT, Fate.QUEUE_FULL: Reason.QUEUE_FULL}
 _DECISIONS = {decision.value: decision for decision in Decision}
 _COST, _HELD, _ARRIVAL = attrgetter("cost"), attrgetter("held_seconds"), attrgetter("arrival")
-_DECISION, _REASON = attrgetter("decision"), attrgetter("reason")
-Value = TypeVar("Value", bound=Hashable)
 
 
 @dataclass(slots=True, eq=False)
@@ -46,16 +44,6 @@ class Outcome:
         return self.priced is not None and self.decision is not Decision.REJECT
 
 
-class ByCost(NamedTuple):
-    """The distinct priced costs of a replay, in step: each one's answer, its requests, and
-    how many of those got that answer (the others the ledger changed)."""
-
-    costs: list[RecordedCost]
-    answers: list[Priced]
-    requests: list[int]
-    as_priced: list[int]
-
-
 @dataclass(frozen=True)
 class ReplayResult:
     """What the candidate does with each record, kept as it is worked out: each recorded
@@ -64,6 +52,7 @@ class ReplayResult:
     recorded). ``outcomes`` spells it out request by request."""
 
     costs: Sequence[RecordedCost | None]  # per record
+    requests: Mapping[RecordedCost | None, int]  # per distinct cost (None: not priced)
     answers: Mapping[RecordedCost, Priced]  # each priced cost's answer
     changed: Mapping[int, Outcome]  # by record number
     simulated: Simulated
@@ -80,40 +69,6 @@ class ReplayResult:
         for number, outcome in self.changed.items():
             outcomes[number] = outcome
         return tuple(outcomes)
-
-    @cached_property
-    def by_cost(self) -> ByCost:
-        """The distinct priced costs, each with its answer and its requests."""
-        requests = Counter(self.costs)
-        requests.pop(None, None)
-        moved = Counter(map(self.costs.__getitem__, self.changed))
-        costs = cast("list[RecordedCost]", list(requests))
-        return ByCost(
-            costs,
-            list(map(self.answers.__getitem__, costs)),
-            list(requests.values()),
-            list(map(sub, requests.values(), map(moved.get, costs, repeat(0)))),
-        )
-
-    def decisions(self) -> Counter[Decision]:
-        """Requests by decision."""
-        by_cost = self.by_cost
-        counts = weighted(map(_DECISION, by_cost.answers), by_cost.as_priced)
-        counts.update(map(_DECISION, self.changed.values()))
-        return counts
-
-    def reasons(self) -> Counter[Reason | str]:
-        """Requests by reason (a recorded reason counts with the ``Reason`` it names)."""
-        by_cost = self.by_cost
-        counts: Counter[Reason | str] = weighted(map(_REASON, by_cost.answers), by_cost.as_priced)
-        counts.update(map(_REASON, self.changed.values()))
-        return counts
-
-
-def weighted(values: Iterable[Value], weights: Iterable[int]) -> Counter[Value]:
-    """Each value counted as many times as its weight says, at C speed: a few hundred
-    thousand distinct answers stand for a million requests."""
-    return Counter(chain.from_iterable(map(repeat, values, weights)))
 
 
 def queueing_for(candidate: Candidate) -> Queueing:
@@ -138,19 +93,13 @@ def _replay(records: Sequence[TrafficRecord], candidate: Candidate) -> ReplayRes
     # objects the reader shares: a Python loop over a million requests costs a second.
     queueing = queueing_for(candidate)
     costs = list(map(_COST, records))
-    answers = _answers(costs, candidate)
+    requests = Counter(costs)
+    # Each distinct cost priced once: the reader gives equal costs one object.
+    answers = {cost: candidate.price(cost) for cost in requests if cost is not None}
     jobs, estimated = _jobs(records, costs, answers, queueing)
     simulated = simulate(jobs, queueing)
     changed = _changed(records, costs, answers, simulated, queueing.shadow)
-    return ReplayResult(costs, answers, changed, simulated, estimated)
-
-
-def _answers(
-    costs: Sequence[RecordedCost | None], candidate: Candidate
-) -> dict[RecordedCost, Priced]:
-    """Each distinct cost's answer. The reader gives equal costs one object, and about half
-    of a busy log's costs repeat, so each object is priced once."""
-    return {cost: candidate.price(cost) for cost in dict.fromkeys(costs) if cost is not None}
+    return ReplayResult(costs, requests, answers, changed, simulated, estimated)
 
 
 def _jobs(

@@ -11,27 +11,17 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from itertools import compress, repeat
-from operator import attrgetter, is_not, mul
+from operator import attrgetter, is_not
 from typing import Any, TextIO, TypeVar
 
 from sidecar.admission.decision import Decision, Reason
 from sidecar.advisor.records import TrafficRecord, bulk
-from sidecar.advisor.replay import ReplayResult, weighted
+from sidecar.advisor.replay import ReplayResult
+from sidecar.advisor.tally import tally
 from sidecar.units import format_bytes
 
 QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 Number = TypeVar("Number", int, float)
-_REJECT, _WAIT, _DOWNSCALE = Decision.REJECT, Decision.WAIT, Decision.DOWNSCALE
-_DECISION, _IMAGES, _SHRUNK = (
-    attrgetter("decision"),
-    attrgetter("images"),
-    attrgetter("downscaled_images"),
-)
-_VISUAL, _PROMPT, _KV = (
-    attrgetter("visual_tokens"),
-    attrgetter("prompt_tokens"),
-    attrgetter("kv_bytes"),
-)
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:
@@ -69,32 +59,10 @@ def summarize(
 def _summarize(
     records: Sequence[TrafficRecord], result: ReplayResult, notes: Sequence[str]
 ) -> dict[str, Any]:
-    # Counted by answer, not request by request: a million requests are a few hundred
-    # thousand distinct costs' answers (each weighted by its requests, ``weighted``), and the
-    # requests the ledger changed.
-    by_cost, changed = result.by_cost, result.changed.values()
-    forwarding = list(map(is_not, map(_DECISION, by_cost.answers), repeat(_REJECT)))
-    forwarded = list(compress(by_cost.answers, forwarding))
-    weights = list(compress(by_cost.as_priced, forwarding))
-    forwarded_changed = [
-        o.priced for o in changed if o.priced is not None and o.decision is not _REJECT
-    ]
-    visual, prompt, kv = (
-        weighted(map(field, forwarded), weights) + Counter(map(field, forwarded_changed))
-        for field in (_VISUAL, _PROMPT, _KV)
-    )
-    downscaled = sum(map(mul, map(_SHRUNK, forwarded), weights))
-    downscaled += sum(map(_SHRUNK, forwarded_changed))
-    waited = Counter(
-        [
-            o.wait_seconds
-            for o in changed
-            if o.decision is _WAIT or (o.decision is _DOWNSCALE and o.wait_seconds > 0)
-        ]
-    )
-    decisions = result.decisions()
+    counted = tally(result)
     # A recorded "within_budget" and the Reason are one key (StrEnum); str() gives the value.
-    reasons = {str(reason): count for reason, count in result.reasons().items()}
+    reasons = {str(reason): count for reason, count in counted.reasons.items()}
+    waited = counted.waits
     costs = result.costs
     priced_records = list(compress(records, map(is_not, costs, repeat(None))))
     timeouts = reasons.get(Reason.QUEUE_TIMEOUT.value, 0)
@@ -102,7 +70,7 @@ def _summarize(
     recorded_decisions = Counter(map(attrgetter("decision"), records))
     return {
         "requests": len(costs),
-        "decisions": {d.value: decisions.get(d, 0) for d in Decision},
+        "decisions": {d.value: counted.decisions.get(d, 0) for d in Decision},
         "reasons": dict(sorted(reasons.items())),
         "recorded": {
             "decisions": {d.value: recorded_decisions.get(d.value, 0) for d in Decision},
@@ -112,13 +80,10 @@ def _summarize(
             name: weighted_percentiles(Counter(map(attrgetter(name), priced_records)))
             for name in ("visual_tokens", "prompt_tokens", "kv_bytes")
         },
-        "visual_tokens_per_request": weighted_percentiles(visual),
-        "prompt_tokens_per_request": weighted_percentiles(prompt),
-        "kv_bytes_per_request": weighted_percentiles(kv),
-        "images": {
-            "total": sum(map(mul, map(len, map(_IMAGES, by_cost.costs)), by_cost.requests)),
-            "downscaled": downscaled,
-        },
+        "visual_tokens_per_request": weighted_percentiles(counted.visual_tokens),
+        "prompt_tokens_per_request": weighted_percentiles(counted.prompt_tokens),
+        "kv_bytes_per_request": weighted_percentiles(counted.kv_bytes),
+        "images": {"total": counted.images, "downscaled": counted.downscaled_images},
         "queue": {
             "waited": waited.total(),
             "wait_seconds": {**weighted_percentiles(waited), "max": max(waited, default=0.0)},

@@ -33,6 +33,7 @@ from sidecar.advisor.records import RecordedCost, TrafficRecord
 from sidecar.advisor.replay import replay
 from sidecar.advisor.report import weighted_percentiles
 from sidecar.advisor.repricing import Candidate, with_settings
+from sidecar.advisor.tally import tally
 from sidecar.advisor.workers import fork_map
 from sidecar.settings import Settings
 
@@ -152,11 +153,12 @@ def _kv_row(state: tuple[Sequence[TrafficRecord], Settings, int], fraction: floa
     records, chosen, pool_bytes = state
     budget = int(max(0, pool_bytes) * fraction)
     result = replay(records, Candidate(with_settings(chosen, kv_budget_bytes=budget)))
-    reasons = result.reasons()
+    counted = tally(result)
+    reasons = counted.reasons
     return KvBudgetRow(
         fraction,
         budget,
-        result.decisions()[Decision.WAIT],
+        counted.decisions[Decision.WAIT],
         reasons[Reason.QUEUE_TIMEOUT] + reasons[Reason.QUEUE_FULL],
         result.simulated.peak_kv_bytes,
     )

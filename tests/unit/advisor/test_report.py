@@ -113,7 +113,6 @@ def test_the_summary_counts_what_each_request_got(seed: int) -> None:
         "status_429": queue["status_429"],
     }
     assert got == expected
-    assert result.decisions() == Counter(o.decision for o in result.outcomes)
 
 
 def test_random_traffic_reaches_every_outcome() -> None:

@@ -52,7 +52,7 @@ class ReplayResult:
     recorded). ``outcomes`` spells it out request by request."""
 
     costs: Sequence[RecordedCost | None]  # per record
-    requests: Mapping[RecordedCost | None, int]  # per distinct cost (None: not priced)
+    requests: Mapping[RecordedCost, int]  # per priced cost, in the answers' order
     answers: Mapping[RecordedCost, Priced]  # each priced cost's answer
     changed: Mapping[int, Outcome]  # by record number
     simulated: Simulated
@@ -94,12 +94,15 @@ def _replay(records: Sequence[TrafficRecord], candidate: Candidate) -> ReplayRes
     queueing = queueing_for(candidate)
     costs = list(map(_COST, records))
     requests = Counter(costs)
+    requests.pop(None, None)  # refused before pricing: kept as recorded (``_changed``)
     # Each distinct cost priced once: the reader gives equal costs one object.
-    answers = {cost: candidate.price(cost) for cost in requests if cost is not None}
+    answers = {cost: candidate.price(cost) for cost in requests}
     jobs, estimated = _jobs(records, costs, answers, queueing)
     simulated = simulate(jobs, queueing)
     changed = _changed(records, costs, answers, simulated, queueing.shadow)
-    return ReplayResult(costs, requests, answers, changed, simulated, estimated)
+    return ReplayResult(
+        costs, cast("Counter[RecordedCost]", requests), answers, changed, simulated, estimated
+    )
 
 
 def _jobs(

@@ -39,22 +39,17 @@ class Tally(NamedTuple):
 
 
 def tally(result: ReplayResult) -> Tally:
-    """Count ``result``."""
+    """Count ``result``: every request as its cost was answered, then the requests the
+    ledger changed moved from that answer to their own."""
     decisions: Counter[Decision] = Counter()
     reasons: Counter[Reason | str] = Counter()
     visual: Counter[int] = Counter()
     prompt: Counter[int] = Counter()
     kv: Counter[int] = Counter()
     images = shrunk = 0
-    costs, changed, requests = result.costs, result.changed, result.requests
-    moved = Counter(map(costs.__getitem__, changed))  # requests not answered as priced
-    moved_get = moved.get
-    for cost, answer in result.answers.items():
-        total = requests[cost]
-        images += len(cost.images) * total
-        count = total - moved_get(cost, 0)
-        if not count:  # every request of this cost waited or was refused
-            continue
+    # Walked in step (the requests are in the answers' order): no lookup per cost.
+    for (cost, answer), count in zip(result.answers.items(), result.requests.values(), strict=True):
+        images += len(cost.images) * count
         decision, reason = answer.decision, answer.reason
         decisions[decision] = decisions.get(decision, 0) + count
         reasons[reason] = reasons.get(reason, 0) + count
@@ -66,19 +61,27 @@ def tally(result: ReplayResult) -> Tally:
             value = answer.kv_bytes
             kv[value] = kv.get(value, 0) + count
             shrunk += answer.downscaled_images * count
-    outcomes = changed.values()
-    decisions.update(map(_DECISION, outcomes))
-    reasons.update(map(_REASON, outcomes))
-    forwarded = [o.priced for o in outcomes if o.priced is not None and o.decision is not _REJECT]
-    visual.update(map(_VISUAL, forwarded))
-    prompt.update(map(_PROMPT, forwarded))
-    kv.update(map(_KV, forwarded))
-    shrunk += sum(map(_SHRUNK, forwarded))
+    changed = result.changed.values()
+    # Most changed requests keep their answer's decision and reason (a downscale that
+    # waited); those that do not move from it. Refused before pricing: counted as recorded.
+    moved = [o for o in changed if o.priced is None or o.reason is not o.priced.reason]
+    was = [o.priced for o in moved if o.priced is not None]
+    decisions.subtract(Counter(map(_DECISION, was)))
+    decisions.update(map(_DECISION, moved))
+    reasons.subtract(Counter(map(_REASON, was)))
+    reasons.update(map(_REASON, moved))
+    # A request the ledger refused is not forwarded; one that waited is, at its price.
+    dropped = [o.priced for o in moved if o.decision is _REJECT and o.priced is not None]
+    dropped = [answer for answer in dropped if answer.decision is not _REJECT]
+    for counter, field in ((visual, _VISUAL), (prompt, _PROMPT), (kv, _KV)):
+        counter.subtract(Counter(map(field, dropped)))
+    shrunk -= sum(map(_SHRUNK, dropped))
     waits = Counter(
         [
             o.wait_seconds
-            for o in outcomes
+            for o in changed
             if o.decision is _WAIT or (o.decision is _DOWNSCALE and o.wait_seconds > 0)
         ]
     )
-    return Tally(decisions, reasons, visual, prompt, kv, images, shrunk, waits)
+    # Counts moved to zero are dropped (unary plus): what was never answered is not shown.
+    return Tally(+decisions, +reasons, +visual, +prompt, +kv, images, shrunk, waits)

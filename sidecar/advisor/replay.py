@@ -151,13 +151,21 @@ def _changed(
     numbers: Iterable[int] = compress(range(len(fates)), map(is_not, fates, repeat(Fate.GRANTED)))
     if shadow:
         numbers = sorted({*numbers, *compress(range(len(fates)), simulated.would_wait)})
+    # Enum members read once: a class attribute costs more than the rest of a step here.
+    waited, admit, reject, wait_decision = (
+        Fate.WAITED,
+        Decision.ADMIT,
+        Decision.REJECT,
+        Decision.WAIT,
+    )
+    full = Reason.KV_BUDGET_FULL
     for number in numbers:
         fate, wait = fates[number], waits[number]
         answer = answers[cast(RecordedCost, costs[number])]
-        if fate in _FATE_REASONS:
-            changed[number] = Outcome(Decision.REJECT, _FATE_REASONS[fate], answer, wait)
-        elif answer.decision is Decision.ADMIT:
-            changed[number] = Outcome(Decision.WAIT, Reason.KV_BUDGET_FULL, answer, wait)
+        if fate is not waited and fate in _FATE_REASONS:
+            changed[number] = Outcome(reject, _FATE_REASONS[fate], answer, wait)
+        elif answer.decision is admit:
+            changed[number] = Outcome(wait_decision, full, answer, wait)
         else:
             changed[number] = Outcome(answer.decision, answer.reason, answer, wait)
     return changed

@@ -36,14 +36,14 @@ def weighted_percentiles(counts: Mapping[Number, int]) -> dict[str, float]:
     if not total:
         return {name: 0 for name, _ in QUANTILES}
     answer: dict[str, float] = {}
-    ordered = iter(sorted(counts.items()))
+    ordered = iter(sorted(counts))  # the values alone: numbers sort faster than pairs
     value: float = 0
     seen = 0
     for name, quantile in QUANTILES:
         rank = max(1, math.ceil(quantile * total))
         while seen < rank:
-            value, count = next(ordered)
-            seen += count
+            value = next(ordered)
+            seen += counts[value]
         answer[name] = value
     return answer
 

@@ -88,6 +88,8 @@ def simulate(jobs: Jobs, queueing: Queueing) -> Simulated:
     budget = 0 if shadow else limit
     timeout, max_depth = queueing.timeout_seconds, queueing.max_depth
     arrivals, kvs, helds = jobs
+    # Enum members read once: a class attribute per waiter adds up over a busy queue.
+    waited, timed_out, refused = Fate.WAITED, Fate.QUEUE_TIMEOUT, Fate.QUEUE_FULL
     fates = [Fate.GRANTED] * len(arrivals)
     waits = [0.0] * len(arrivals)
     would_wait = [False] * len(arrivals)
@@ -117,10 +119,10 @@ def simulate(jobs: Jobs, queueing: Queueing) -> Simulated:
                 inflight, requests = inflight - pop(releases)[1], requests - 1
             else:
                 job = waiters.popleft()
-                fates[job], waits[job] = Fate.QUEUE_TIMEOUT, timeout
+                fates[job], waits[job] = timed_out, timeout
             while waiters and not (budget and inflight + cast(int, kvs[waiters[0]]) > budget):
                 job = waiters.popleft()
-                fates[job], waits[job] = Fate.WAITED, now - arrivals[job]
+                fates[job], waits[job] = waited, now - arrivals[job]
                 grant(job, now)
 
     # The common case is written out inline (nobody waiting: releases due, then a grant),
@@ -137,7 +139,7 @@ def simulate(jobs: Jobs, queueing: Queueing) -> Simulated:
             would_wait[number] = bool(limit) and inflight + kv_bytes > limit
         elif waiters or (budget and inflight + kv_bytes > budget):
             if len(waiters) >= max_depth:
-                fates[number] = Fate.QUEUE_FULL
+                fates[number] = refused
             else:
                 waiters.append(number)
                 if timeout <= 0:

@@ -80,11 +80,15 @@ class TrafficLogContents:
     skipped_lines: int
 
 
-def parse_record(line: dict[str, Any]) -> TrafficRecord:
-    """One record line; KeyError, TypeError or ValueError when it is not one."""
+def parse_record(
+    line: dict[str, Any],
+    images: dict[tuple[RecordedImage, ...], tuple[RecordedImage, ...]] | None = None,
+) -> TrafficRecord:
+    """One record line; KeyError, TypeError or ValueError when it is not one. ``images``:
+    image lists already read, so that equal ones are one object (``_cost``)."""
     return _record(
         line,
-        _cost(line) if "img" in line else None,
+        _cost(line, {} if images is None else images) if "img" in line else None,
         int(line.get("visual", 0)),
         int(line.get("prompt", 0)),
         int(line.get("kv", 0)),
@@ -118,10 +122,16 @@ def _record(
     )
 
 
-def _cost(line: dict[str, Any]) -> RecordedCost:
+def _cost(
+    line: dict[str, Any], shared: dict[tuple[RecordedImage, ...], tuple[RecordedImage, ...]]
+) -> RecordedCost:
+    """The line's cost. Its images are the object ``shared`` holds for an equal list, kept if
+    new: a log's hundreds of thousands of costs carry a few thousand image lists, and the
+    replay looks each cost's list up, which is faster on one object read again and again."""
     media, prompts, pixel_range = line.get("media"), line.get("seq"), line.get("px")
+    images = tuple([(i[0], i[1], i[2], i[3]) for i in line["img"]])
     return RecordedCost(
-        tuple([(i[0], i[1], i[2], i[3]) for i in line["img"]]),
+        shared.setdefault(images, images),
         int(line["text"]),
         bool(line["exact"]),
         int(line["out"]),
@@ -152,6 +162,7 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
     # The writer puts the request's own fields first and its cost after them, from "img" on:
     # lines with equal tails have equal costs, read once and shared (``_shareable``).
     tails: dict[bytes, TrafficRecord] = {}
+    images: dict[tuple[RecordedImage, ...], tuple[RecordedImage, ...]] = {}
     in_order = True
     latest = -math.inf
     for raw in lines:
@@ -169,7 +180,7 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
                 if line.get("kind") == "settings":
                     settings, headers = dict(line["settings"]), headers + 1
                     continue
-                record = parse_record(line)
+                record = parse_record(line, images)
                 if at > 0 and _shareable(line, tail):
                     tails[tail] = record
         except (

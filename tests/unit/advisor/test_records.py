@@ -96,6 +96,7 @@ def test_random_logs_read_as_a_line_by_line_parse_reads_them() -> None:
         {**COST_FIELDS, "media": [["video", 300, 2, False], ["audio"]]},
         {**COST_FIELDS, "px": [1000, 200000]},
         {**COST_FIELDS, "text": "many"},  # a cost that cannot be read
+        {**COST_FIELDS, "img": [[640, [480], "jpeg", "data"]]},  # nor can this one's image
     ]
     afters = [b"", b"", b"", b',"t":7.0', b',"held":null', b',"text":3', b',"wait" : 1']
     # Fields written between the request's own and the cost: cost fields, or one of its own.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import compress, repeat
 from operator import attrgetter, is_not
-from typing import cast
+from typing import NamedTuple, cast
 
 from sidecar.admission.decision import Decision, Reason
 from sidecar.advisor.priced import Priced
@@ -24,6 +24,7 @@ from sidecar.advisor.simulation import Fate, Jobs, Queueing, Simulated, simulate
 from sidecar.settings import Mode
 
 _FATE_REASONS = {Fate.QUEUE_TIMEOUT: Reason.QUEUE_TIMEOUT, Fate.QUEUE_FULL: Reason.QUEUE_FULL}
+_WAITED = Fate.WAITED
 _DECISIONS = {decision.value: decision for decision in Decision}
 _COST, _HELD, _ARRIVAL = attrgetter("cost"), attrgetter("held_seconds"), attrgetter("arrival")
 
@@ -44,17 +45,38 @@ class Outcome:
         return self.priced is not None and self.decision is not Decision.REJECT
 
 
+class Queued(NamedTuple):
+    """The requests the ledger did not grant at once, as columns in record order: each one's
+    record number, fate and wait, and its cost's answer. In shadow mode, those ``decide``
+    would have made wait (granted: they wait nothing)."""
+
+    numbers: list[int]
+    fates: list[Fate]
+    waits: list[float]
+    answers: list[Priced]
+
+    def outcome(self, fate: Fate, answer: Priced, wait: float) -> Outcome:
+        """What such a request gets: a 429 when the queue refused it, else its answer, an
+        admit turned into a wait."""
+        if fate is not _WAITED and fate in _FATE_REASONS:
+            return Outcome(Decision.REJECT, _FATE_REASONS[fate], answer, wait)
+        if answer.decision is Decision.ADMIT:
+            return Outcome(Decision.WAIT, Reason.KV_BUDGET_FULL, answer, wait)
+        return Outcome(answer.decision, answer.reason, answer, wait)
+
+
 @dataclass(frozen=True)
 class ReplayResult:
     """What the candidate does with each record, kept as it is worked out: each recorded
-    cost's answer, shared by every request of that cost, and the requests whose outcome is
-    another (the ledger made them wait or refused them; refused before pricing as
-    recorded). ``outcomes`` spells it out request by request."""
+    cost's answer, shared by every request of that cost, the requests refused before
+    pricing (kept as recorded), and those the ledger made wait or refused. ``outcomes``
+    spells it out request by request; ``tally`` counts it."""
 
     costs: Sequence[RecordedCost | None]  # per record
     requests: Mapping[RecordedCost, int]  # per priced cost, in the answers' order
     answers: Mapping[RecordedCost, Priced]  # each priced cost's answer
-    changed: Mapping[int, Outcome]  # by record number
+    unpriced: Mapping[int, Outcome]  # by record number
+    queued: Queued
     simulated: Simulated
     service_time_estimated: int  # jobs given the median service time
 
@@ -66,8 +88,13 @@ class ReplayResult:
             for cost, answer in self.answers.items()
         }
         outcomes = cast("list[Outcome]", list(map(as_priced.get, self.costs)))
-        for number, outcome in self.changed.items():
+        for number, outcome in self.unpriced.items():
             outcomes[number] = outcome
+        queued = self.queued
+        for number, fate, wait, answer in zip(
+            queued.numbers, queued.fates, queued.waits, queued.answers, strict=True
+        ):
+            outcomes[number] = queued.outcome(fate, answer, wait)
         return tuple(outcomes)
 
 
@@ -94,14 +121,19 @@ def _replay(records: Sequence[TrafficRecord], candidate: Candidate) -> ReplayRes
     queueing = queueing_for(candidate)
     costs = list(map(_COST, records))
     requests = Counter(costs)
-    requests.pop(None, None)  # refused before pricing: kept as recorded (``_changed``)
+    unpriced = requests.pop(None, 0)  # refused before pricing: kept as recorded
     # Each distinct cost priced once: the reader gives equal costs one object.
     answers = {cost: candidate.price(cost) for cost in requests}
     jobs, estimated = _jobs(records, costs, answers, queueing)
     simulated = simulate(jobs, queueing)
-    changed = _changed(records, costs, answers, simulated, queueing.shadow)
     return ReplayResult(
-        costs, cast("Counter[RecordedCost]", requests), answers, changed, simulated, estimated
+        costs,
+        cast("Counter[RecordedCost]", requests),
+        answers,
+        _unpriced(records, costs) if unpriced else {},
+        _queued(costs, answers, simulated, queueing.shadow),
+        simulated,
+        estimated,
     )
 
 
@@ -132,43 +164,36 @@ def _jobs(
     return jobs, estimated
 
 
-def _changed(
-    records: Sequence[TrafficRecord],
+def _unpriced(
+    records: Sequence[TrafficRecord], costs: Sequence[RecordedCost | None]
+) -> dict[int, Outcome]:
+    """The records refused before pricing, with their recorded answer."""
+    unpriced = {}
+    for number in [n for n, cost in enumerate(costs) if cost is None]:
+        record = records[number]
+        recorded = _DECISIONS.get(record.decision, Decision.REJECT)
+        unpriced[number] = Outcome(recorded, record.reason, None)
+    return unpriced
+
+
+def _queued(
     costs: Sequence[RecordedCost | None],
     answers: dict[RecordedCost, Priced],
     simulated: Simulated,
     shadow: bool,
-) -> dict[int, Outcome]:
-    """The records whose outcome is not their price's: refused before pricing (their
-    recorded answer), or made to wait or refused by the ledger."""
-    changed: dict[int, Outcome] = {}
-    if None in costs:
-        for number in [n for n, cost in enumerate(costs) if cost is None]:
-            record = records[number]
-            recorded = _DECISIONS.get(record.decision, Decision.REJECT)
-            changed[number] = Outcome(recorded, record.reason, None)
+) -> Queued:
+    """The requests the ledger did not grant at once, taken a column at a time."""
     fates, waits = simulated.fates, simulated.waits
-    numbers: Iterable[int] = compress(range(len(fates)), map(is_not, fates, repeat(Fate.GRANTED)))
+    numbers = list(compress(range(len(fates)), map(is_not, fates, repeat(Fate.GRANTED))))
     if shadow:
         numbers = sorted({*numbers, *compress(range(len(fates)), simulated.would_wait)})
-    # Enum members read once: a class attribute costs more than the rest of a step here.
-    waited, admit, reject, wait_decision = (
-        Fate.WAITED,
-        Decision.ADMIT,
-        Decision.REJECT,
-        Decision.WAIT,
+    costs_of = map(costs.__getitem__, numbers)
+    return Queued(
+        numbers,
+        list(map(fates.__getitem__, numbers)),
+        list(map(waits.__getitem__, numbers)),
+        list(map(answers.__getitem__, cast("Iterable[RecordedCost]", costs_of))),
     )
-    full = Reason.KV_BUDGET_FULL
-    for number in numbers:
-        fate, wait = fates[number], waits[number]
-        answer = answers[cast(RecordedCost, costs[number])]
-        if fate is not waited and fate in _FATE_REASONS:
-            changed[number] = Outcome(reject, _FATE_REASONS[fate], answer, wait)
-        elif answer.decision is admit:
-            changed[number] = Outcome(wait_decision, full, answer, wait)
-        else:
-            changed[number] = Outcome(answer.decision, answer.reason, answer, wait)
-    return changed
 
 
 def priced_as_recorded(

@@ -2,8 +2,9 @@
 images shrunk and the waits.
 
 Counted per distinct answer, not request by request: a million requests are a few hundred
-thousand distinct recorded costs, each answered once and weighted by its requests, and the
-requests the ledger changed (they waited, or were refused), counted one by one.
+thousand distinct recorded costs, each answered once and weighted by its requests; then the
+requests refused before pricing, and those the ledger made wait or refused, a column at a
+time.
 """
 
 from __future__ import annotations
@@ -14,8 +15,16 @@ from typing import NamedTuple
 
 from sidecar.admission.decision import Decision, Reason
 from sidecar.advisor.replay import ReplayResult
+from sidecar.advisor.simulation import Fate
 
-_REJECT, _WAIT, _DOWNSCALE = Decision.REJECT, Decision.WAIT, Decision.DOWNSCALE
+_ADMIT, _REJECT, _WAIT, _DOWNSCALE = (
+    Decision.ADMIT,
+    Decision.REJECT,
+    Decision.WAIT,
+    Decision.DOWNSCALE,
+)
+_TIMED_OUT, _FULL, _KV_BUDGET_FULL = Fate.QUEUE_TIMEOUT, Fate.QUEUE_FULL, Reason.KV_BUDGET_FULL
+_FATE_REASONS = {Fate.QUEUE_TIMEOUT: Reason.QUEUE_TIMEOUT, Fate.QUEUE_FULL: Reason.QUEUE_FULL}
 _DECISION, _REASON = attrgetter("decision"), attrgetter("reason")
 _VISUAL, _PROMPT, _KV = (
     attrgetter("visual_tokens"),
@@ -61,26 +70,41 @@ def tally(result: ReplayResult) -> Tally:
             value = answer.kv_bytes
             kv[value] = kv.get(value, 0) + count
             shrunk += answer.downscaled_images * count
-    changed = result.changed.values()
-    # Most changed requests keep their answer's decision and reason (a downscale that
-    # waited); those that do not move from it. Refused before pricing: counted as recorded.
-    moved = [o for o in changed if o.priced is None or o.reason is not o.priced.reason]
-    was = [o.priced for o in moved if o.priced is not None]
+    # Refused before pricing: counted as recorded.
+    unpriced = result.unpriced.values()
+    decisions.update(map(_DECISION, unpriced))
+    reasons.update(map(_REASON, unpriced))
+    # The ledger's: a 429 moves from its answer to a refusal and leaves the forwarded
+    # prices; an admit that waited becomes a wait; a downscale that waited stays one.
+    queued = result.queued
+    refused = [
+        (fate, answer)
+        for fate, answer in zip(queued.fates, queued.answers, strict=True)
+        if fate is _TIMED_OUT or fate is _FULL
+    ]
+    admitted = [
+        answer
+        for fate, answer in zip(queued.fates, queued.answers, strict=True)
+        if answer.decision is _ADMIT and fate is not _TIMED_OUT and fate is not _FULL
+    ]
+    was = [answer for _, answer in refused] + admitted
     decisions.subtract(Counter(map(_DECISION, was)))
-    decisions.update(map(_DECISION, moved))
     reasons.subtract(Counter(map(_REASON, was)))
-    reasons.update(map(_REASON, moved))
-    # A request the ledger refused is not forwarded; one that waited is, at its price.
-    dropped = [o.priced for o in moved if o.decision is _REJECT and o.priced is not None]
-    dropped = [answer for answer in dropped if answer.decision is not _REJECT]
+    decisions[_REJECT] += len(refused)
+    reasons.update([_FATE_REASONS[fate] for fate, _ in refused])
+    decisions[_WAIT] += len(admitted)
+    reasons[_KV_BUDGET_FULL] += len(admitted)
+    dropped = [answer for _, answer in refused]  # only forwarded answers ever queue
     for counter, field in ((visual, _VISUAL), (prompt, _PROMPT), (kv, _KV)):
         counter.subtract(Counter(map(field, dropped)))
     shrunk -= sum(map(_SHRUNK, dropped))
     waits = Counter(
         [
-            o.wait_seconds
-            for o in changed
-            if o.decision is _WAIT or (o.decision is _DOWNSCALE and o.wait_seconds > 0)
+            wait
+            for fate, answer, wait in zip(queued.fates, queued.answers, queued.waits, strict=True)
+            if fate is not _TIMED_OUT
+            and fate is not _FULL
+            and (answer.decision is _ADMIT or (answer.decision is _DOWNSCALE and wait > 0))
         ]
     )
     # Counts moved to zero are dropped (unary plus): what was never answered is not shown.

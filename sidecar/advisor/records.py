@@ -161,7 +161,7 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
     headers = skipped = 0
     # The writer puts the request's own fields first and its cost after them, from "img" on:
     # lines with equal tails have equal costs, read once and shared (``_shareable``).
-    tails: dict[bytes, TrafficRecord] = {}
+    tails: dict[bytes, _Shared] = {}
     images: dict[tuple[RecordedImage, ...], tuple[RecordedImage, ...]] = {}
     in_order = True
     latest = -math.inf
@@ -172,9 +172,7 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
             seen = tails.get(tail) if at > 0 else None
             if seen is not None and (head := _head(raw, at)) is not None:
                 # Only the head is parsed: its tail was read before. A third less to parse.
-                record = _record(
-                    head, seen.cost, seen.visual_tokens, seen.prompt_tokens, seen.kv_bytes
-                )
+                record = _record(head, *seen)
             else:
                 line = orjson.loads(raw)
                 if line.get("kind") == "settings":
@@ -182,7 +180,12 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
                     continue
                 record = parse_record(line, images)
                 if at > 0 and _shareable(line, tail):
-                    tails[tail] = record
+                    tails[tail] = (
+                        record.cost,
+                        record.visual_tokens,
+                        record.prompt_tokens,
+                        record.kv_bytes,
+                    )
         except (
             orjson.JSONDecodeError,
             AttributeError,
@@ -203,6 +206,8 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
 
 
 _COMMA = ord(",")
+# What a tail gives every line ending in it: the cost and the recorded price.
+_Shared = tuple[RecordedCost | None, int, int, int]
 _OWN = ("id", "t", "route", "model", "decision", "reason", "wait", "dur", "held")
 _HEAD = (*_OWN, "img")
 

@@ -7,13 +7,15 @@ files or Prometheus and print.
 - ``candidates``   the recorded settings (or the environment's) with ``--set`` applied
 - ``repricing``    one record under candidate settings, with the same code ``serve`` runs:
   the profile's vision rule, ``predict_request`` and ``decide`` (downscale planning included)
+- ``priced``       that answer: decision, reason, what it forwards
 - ``fastpath``     the same answers per request without rebuilding the prediction, worked
   out once per image shape (checked against ``decide`` on random traffic)
 - ``cached_rule``  the vision rule and KV geometry, memoized
 - ``simulation``   the in-flight KV ledger and its FIFO queue over the recorded arrivals and
   service times, as ``admission.ledger`` behaves
-- ``replay``, ``report``  both together, and the report: decisions, costs before and after,
-  queueing
+- ``replay``       both together: each distinct cost's answer, and what the ledger changed
+- ``tally``, ``report``  a replay counted per distinct answer, and the report: decisions,
+  costs before and after, queueing
 - ``sweep``, ``recommend``  ``advise``: budgets swept, the Pareto front, a recommendation,
   the env block and Helm values
 - ``workers``      the sweep's candidates spread over forked processes

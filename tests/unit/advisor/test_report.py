@@ -15,8 +15,8 @@ from sidecar.advisor.replay import ReplayResult, replay
 from sidecar.advisor.report import percentiles, summarize
 from sidecar.advisor.repricing import Candidate, with_settings
 from sidecar.settings import Settings
+from tests.support.random_traffic import random_cost, random_settings
 from tests.support.sidecars import QWEN
-from tests.unit.advisor.test_fastpath import random_cost, random_settings
 
 REFUSALS = [("reject", "invalid_body"), ("reject", "invalid_image"), ("admit", "within_budget")]
 

@@ -83,13 +83,18 @@ async def live_ledger(jobs: list[Job], budget: int, wait_seconds: int, depth: in
     return list(await asyncio.gather(*(client(job) for job in jobs)))
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_the_simulation_decides_as_the_real_ledger_does(seed: int) -> None:
-    rng = random.Random(seed)
-    jobs = sorted(
+def random_jobs(rng: random.Random) -> list[Job]:
+    """150 jobs over 20 s, enough to fill a budget of 100 and queue."""
+    return sorted(
         (Job(rng.uniform(0, 20), rng.randint(1, 60), rng.uniform(0.1, 3)) for _ in range(150)),
         key=lambda job: job.arrival,
     )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_simulation_decides_as_the_real_ledger_does(seed: int) -> None:
+    rng = random.Random(seed)
+    jobs = random_jobs(rng)
     depth, timeout = rng.choice([2, 5, 100]), rng.choice([1, 2])
     expected = fates(jobs, budget=100, timeout=timeout, depth=depth)
     actual = run_in_virtual_time(lambda: live_ledger(jobs, 100, timeout, depth), tick_seconds=1e-7)
@@ -100,10 +105,7 @@ def test_the_simulation_decides_as_the_real_ledger_does(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(5))
 def test_requests_not_forwarded_pass_by(seed: int) -> None:
     rng = random.Random(seed)
-    jobs = sorted(
-        (Job(rng.uniform(0, 20), rng.randint(1, 60), rng.uniform(0.1, 3)) for _ in range(150)),
-        key=lambda job: job.arrival,
-    )
+    jobs = random_jobs(rng)
     queueing = Queueing(100, rng.choice([1, 2]), rng.choice([2, 5, 100]))
     rows: list[tuple[float, int | None, float]] = []
     forwarded = []

@@ -158,8 +158,8 @@ class FastPath:
         kept, tokens, wrappers, cross, late, shrunk = plan
         new_prompt = prompt - shape.image_tokens - shape.image_wrappers + tokens + wrappers
         new_kv = self._request_kv(cost, new_prompt, output, cross)
-        if late is not None or self._late_violation(new_prompt, new_kv) is not None:
-            return Priced(_REJECT, reason, visual, prompt, kv, images)
+        if late is not None or new_prompt > self._prompt_limit or new_kv > self._kv_limit:
+            return Priced(_REJECT, reason, visual, prompt, kv, images)  # still over a budget
         new_visual = tokens + shape.media_tokens
         if new_kv > self._largest:
             return Priced(_REJECT, _LARGER, new_visual, new_prompt, new_kv, kept)
@@ -173,14 +173,6 @@ class FastPath:
         tokens = prompt + cost.n * (output if output <= room else max(0, room))
         answer = self._kv.get(tokens) if not cross else None  # kv_bytes(), its common case
         return self.kv_bytes(tokens, cross) if answer is None else answer
-
-    def _late_violation(self, prompt: int, kv: int) -> Reason | None:
-        """The budgets that read the text: the prompt's tokens, the request's KV."""
-        if prompt > self._prompt_limit:
-            return _PROMPT
-        if kv > self._kv_limit:
-            return _KV
-        return None
 
     def _shape(self, cost: RecordedCost) -> _Shape | Reason:
         shape = self._composed(cost) if not cost.media else self._with_media(cost)

@@ -64,7 +64,9 @@ def _summarize(
     reasons = {str(reason): count for reason, count in counted.reasons.items()}
     waited = counted.waits
     costs = result.costs
-    priced_records = list(compress(records, map(is_not, costs, repeat(None))))
+    priced_records = (
+        list(compress(records, map(is_not, costs, repeat(None)))) if result.unpriced else records
+    )
     timeouts = reasons.get(Reason.QUEUE_TIMEOUT.value, 0)
     full = reasons.get(Reason.QUEUE_FULL.value, 0)
     recorded_decisions = Counter(map(attrgetter("decision"), records))

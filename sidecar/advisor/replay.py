@@ -23,8 +23,8 @@ from sidecar.advisor.repricing import Candidate
 from sidecar.advisor.simulation import Fate, Jobs, Queueing, Simulated, simulate
 from sidecar.settings import Mode
 
-_FATE_REASONS = {Fate.QUEUE_TIMEOUT: Reason.QUEUE_TIMEOUT, Fate.QUEUE_FULL: Reason.QUEUE_FULL}
-_WAITED = Fate.WAITED
+# The ledger's refusals, as the live sidecar answers them (429).
+FATE_REASONS = {Fate.QUEUE_TIMEOUT: Reason.QUEUE_TIMEOUT, Fate.QUEUE_FULL: Reason.QUEUE_FULL}
 _DECISIONS = {decision.value: decision for decision in Decision}
 _COST, _HELD, _ARRIVAL = attrgetter("cost"), attrgetter("held_seconds"), attrgetter("arrival")
 
@@ -40,10 +40,6 @@ class Outcome:
     priced: Priced | None  # None: refused before pricing, as recorded
     wait_seconds: float = 0.0
 
-    @property
-    def forwarded(self) -> bool:
-        return self.priced is not None and self.decision is not Decision.REJECT
-
 
 class Queued(NamedTuple):
     """The requests the ledger did not grant at once, as columns in record order: each one's
@@ -58,8 +54,9 @@ class Queued(NamedTuple):
     def outcome(self, fate: Fate, answer: Priced, wait: float) -> Outcome:
         """What such a request gets: a 429 when the queue refused it, else its answer, an
         admit turned into a wait."""
-        if fate is not _WAITED and fate in _FATE_REASONS:
-            return Outcome(Decision.REJECT, _FATE_REASONS[fate], answer, wait)
+        refused = FATE_REASONS.get(fate)
+        if refused is not None:
+            return Outcome(Decision.REJECT, refused, answer, wait)
         if answer.decision is Decision.ADMIT:
             return Outcome(Decision.WAIT, Reason.KV_BUDGET_FULL, answer, wait)
         return Outcome(answer.decision, answer.reason, answer, wait)

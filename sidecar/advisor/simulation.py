@@ -52,12 +52,6 @@ class Jobs(NamedTuple):
     kv_bytes: Sequence[int | None]
     held_seconds: Sequence[float]
 
-    @classmethod
-    def of(cls, jobs: Sequence[Job]) -> Jobs:
-        return cls(
-            [j.arrival for j in jobs], [j.kv_bytes for j in jobs], [j.held_seconds for j in jobs]
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class Queueing:

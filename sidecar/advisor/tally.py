@@ -14,7 +14,7 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from sidecar.admission.decision import Decision, Reason
-from sidecar.advisor.replay import ReplayResult
+from sidecar.advisor.replay import FATE_REASONS, ReplayResult
 from sidecar.advisor.simulation import Fate
 
 _ADMIT, _REJECT, _WAIT, _DOWNSCALE = (
@@ -24,7 +24,6 @@ _ADMIT, _REJECT, _WAIT, _DOWNSCALE = (
     Decision.DOWNSCALE,
 )
 _TIMED_OUT, _FULL, _KV_BUDGET_FULL = Fate.QUEUE_TIMEOUT, Fate.QUEUE_FULL, Reason.KV_BUDGET_FULL
-_FATE_REASONS = {Fate.QUEUE_TIMEOUT: Reason.QUEUE_TIMEOUT, Fate.QUEUE_FULL: Reason.QUEUE_FULL}
 _DECISION, _REASON = attrgetter("decision"), attrgetter("reason")
 _VISUAL, _PROMPT, _KV = (
     attrgetter("visual_tokens"),
@@ -74,8 +73,9 @@ def tally(result: ReplayResult) -> Tally:
     unpriced = result.unpriced.values()
     decisions.update(map(_DECISION, unpriced))
     reasons.update(map(_REASON, unpriced))
-    # The ledger's: a 429 moves from its answer to a refusal and leaves the forwarded
-    # prices; an admit that waited becomes a wait; a downscale that waited stays one.
+    # The ledger's, as ``Queued.outcome`` decides one request, a column at a time: a 429
+    # moves from its answer to a refusal and leaves the forwarded prices; an admit that
+    # waited becomes a wait; a downscale that waited stays one.
     queued = result.queued
     refused = [
         (fate, answer)
@@ -91,7 +91,7 @@ def tally(result: ReplayResult) -> Tally:
     decisions.subtract(Counter(map(_DECISION, was)))
     reasons.subtract(Counter(map(_REASON, was)))
     decisions[_REJECT] += len(refused)
-    reasons.update([_FATE_REASONS[fate] for fate, _ in refused])
+    reasons.update([FATE_REASONS[fate] for fate, _ in refused])
     decisions[_WAIT] += len(admitted)
     reasons[_KV_BUDGET_FULL] += len(admitted)
     dropped = [answer for _, answer in refused]  # only forwarded answers ever queue

@@ -16,18 +16,23 @@ from tests.support.virtual_time import run_in_virtual_time
 G, W, T, F = Fate.GRANTED, Fate.WAITED, Fate.QUEUE_TIMEOUT, Fate.QUEUE_FULL
 
 
+def columns(jobs: list[Job]) -> Jobs:
+    """Jobs as the ledger reads them: a column per field."""
+    return Jobs(*(list(column) for column in zip(*jobs, strict=True))) if jobs else Jobs([], [], [])
+
+
 def fates(jobs: list[Job], budget: int, timeout: float = 1.0, depth: int = 100) -> list[Fate]:
-    return list(simulate(Jobs.of(jobs), Queueing(budget, timeout, depth)).fates)
+    return list(simulate(columns(jobs), Queueing(budget, timeout, depth)).fates)
 
 
 def test_without_a_budget_every_job_is_granted_and_counted() -> None:
-    result = simulate(Jobs.of([Job(0, 5, 1), Job(0.5, 7, 1), Job(2, 1, 1)]), Queueing(0, 1, 10))
+    result = simulate(columns([Job(0, 5, 1), Job(0.5, 7, 1), Job(2, 1, 1)]), Queueing(0, 1, 10))
     assert result.fates == (G, G, G)
     assert (result.peak_kv_bytes, result.peak_requests) == (12, 2)
 
 
 def test_a_waiter_is_granted_when_a_release_makes_room() -> None:
-    result = simulate(Jobs.of([Job(0, 6, 1.0), Job(0.2, 6, 1.0)]), Queueing(10, 5, 10))
+    result = simulate(columns([Job(0, 6, 1.0), Job(0.2, 6, 1.0)]), Queueing(10, 5, 10))
     assert result.fates == (G, W)
     assert result.waits[1] == pytest.approx(0.8)
 
@@ -35,7 +40,7 @@ def test_a_waiter_is_granted_when_a_release_makes_room() -> None:
 def test_grants_follow_arrival_order_even_when_a_later_job_would_fit() -> None:
     jobs = [Job(0, 6, 1.0), Job(0.1, 6, 1.0), Job(0.2, 1, 0.1)]
     assert fates(jobs, budget=10, timeout=5) == [G, W, W]
-    assert simulate(Jobs.of(jobs), Queueing(10, 5, 10)).waits[2] == pytest.approx(0.8)  # with job 1
+    assert simulate(columns(jobs), Queueing(10, 5, 10)).waits[2] == pytest.approx(0.8)  # with job 1
 
 
 def test_a_waiter_leaves_after_the_timeout_and_the_next_one_may_then_fit() -> None:
@@ -57,7 +62,7 @@ def test_a_release_at_the_deadline_grants_before_the_timeout() -> None:
 
 
 def test_shadow_mode_never_queues_but_marks_what_decide_would_make_wait() -> None:
-    result = simulate(Jobs.of([Job(0, 8, 1), Job(0.1, 8, 1)]), Queueing(10, 1, 1, shadow=True))
+    result = simulate(columns([Job(0, 8, 1), Job(0.1, 8, 1)]), Queueing(10, 1, 1, shadow=True))
     assert result.fates == (G, G)
     assert result.would_wait == (False, True)
     assert result.peak_kv_bytes == 16
@@ -115,7 +120,7 @@ def test_requests_not_forwarded_pass_by(seed: int) -> None:
         forwarded.append(len(rows))
         rows.append(job)
     arrivals, kv_bytes, helds = zip(*rows, strict=True)
-    alone = simulate(Jobs.of(jobs), queueing)
+    alone = simulate(columns(jobs), queueing)
     mixed = simulate(Jobs(arrivals, kv_bytes, helds), queueing)
     assert [mixed.fates[n] for n in forwarded] == list(alone.fates)
     assert [mixed.waits[n] for n in forwarded] == list(alone.waits)

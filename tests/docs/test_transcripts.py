@@ -16,7 +16,7 @@ import pytest
 from tests.support.cli import run_cli
 from tests.support.doc_blocks import MARKER, Block, all_blocks, markers, pages
 
-KINDS = frozenset({"transcript"})
+KINDS = {"transcript": "```", "table": "|"}  # what the line after each marker opens
 BLOCKS = all_blocks()
 TRANSCRIPTS = [block for block in BLOCKS if block.kind == "transcript"]
 
@@ -38,7 +38,8 @@ def test_every_marker_is_known_and_stands_before_a_block(page: Path) -> None:
         assert match is not None, f"{page.name}:{number}: malformed marker {text!r}"
         assert match["kind"] in KINDS, f"{page.name}:{number}: unknown kind {match['kind']!r}"
         following = lines[number] if number < len(lines) else ""
-        assert following.startswith("```"), f"{page.name}:{number}: no block after the marker"
+        opens = KINDS[match["kind"]]
+        assert following.startswith(opens), f"{page.name}:{number}: no {opens} after the marker"
 
 
 @pytest.mark.parametrize("block", TRANSCRIPTS, ids=lambda block: block.name)

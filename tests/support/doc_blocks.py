@@ -12,6 +12,9 @@ up to the next command or the end of the block, are exactly what it prints to st
 trailing spaces aside. A command followed at once by another shows no output, and its output
 is not compared. ``files=`` names paths that the test replaces by fresh paths in a temporary
 directory, in the commands and, back again, in the output.
+
+A table of worked numbers carries ``<!-- docs-test: table name=NAME -->``; the test that
+computes its rows is registered under NAME in ``tests/docs/test_tables.py``.
 """
 
 from __future__ import annotations
@@ -150,3 +153,27 @@ def all_blocks() -> list[Block]:
 def markers(path: Path) -> list[tuple[int, str]]:
     """Every line of a page that opens a ``docs-test`` comment outside its fenced blocks."""
     return _read(path)[1]
+
+
+def marked_tables(kind_name: str) -> list[tuple[str, list[list[str]]]]:
+    """The tables marked ``<!-- docs-test: table name=NAME -->``: (page:line, rows of cells).
+
+    The header row and the ``|---|`` rule are left out; cells are stripped.
+    """
+    found: list[tuple[str, list[list[str]]]] = []
+    for path in pages():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, text in markers(path):
+            match = MARKER.match(text)
+            if match is None or match["kind"] != "table":
+                continue
+            options = dict(word.split("=", 1) for word in match["options"].split())
+            if options.get("name") != kind_name:
+                continue
+            rows: list[list[str]] = []
+            at = number  # the line after the marker's (``number`` counts from 1)
+            while at < len(lines) and lines[at].startswith("|"):
+                rows.append([cell.strip() for cell in lines[at].strip().strip("|").split("|")])
+                at += 1
+            found.append((f"{path.relative_to(ROOT)}:{number}", rows[2:]))
+    return found

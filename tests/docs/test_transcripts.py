@@ -63,6 +63,8 @@ def test_transcript_shows_what_its_commands_print(
 
     for command in block.commands():
         assert command.argv[:1] == ["vlm-sidecar"], f"{block.name}: only vlm-sidecar is run"
+        if command.argv[1:2] == ["demo"]:  # a test binds no fixed port
+            assert _flag(command.argv, "--port") == _flag(command.argv, "--metrics-port") == "0"
         with monkeypatch.context() as env:
             for name, value in command.env.items():
                 env.setenv(name, inward(value))
@@ -76,3 +78,7 @@ def test_transcript_shows_what_its_commands_print(
         if got != shown:
             diff = "\n".join(difflib.unified_diff(shown, got, "shown", "printed", lineterm=""))
             pytest.fail(f"{block.name}: `{' '.join(command.argv)}` prints otherwise:\n{diff}")
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None

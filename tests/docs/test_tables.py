@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 
 import pytest
+import yaml
 
 from sidecar.profiles import ProfileOverrides, load_profile
 from sidecar.units import format_bytes
-from tests.support.doc_blocks import MARKER, marked_tables, markers, pages
+from tests.support.doc_blocks import MARKER, ROOT, marked_tables, markers, pages
 
 # docs/deploy/parallelism.md names the models as people do.
 MODELS = {
@@ -22,7 +23,7 @@ MODELS = {
     "Qwen3-VL-30B-A3B": "Qwen/Qwen3-VL-30B-A3B-Instruct",
     "Llama 4 Maverick": "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
 }
-CHECKED = {"pipeline-kv"}
+CHECKED = {"pipeline-kv", "alerts"}
 PARTITION = re.compile(r"^(?P<model>.+), partition `(?P<partition>[\d,]+)`$")
 PER_TOKEN = re.compile(r"^(?P<figure>\d+ [KMG]iB)")
 OUTSIDE_PARENTHESES = re.compile(r"; (?![^()]*\))")  # "20 KiB (10 layers; 56 KiB unsplit)"
@@ -73,3 +74,16 @@ def test_pipeline_kv_table_row_is_what_the_profile_computes(where: str, row: lis
         if unsplit := UNSPLIT.search(figure):
             whole = load_profile(model, ProfileOverrides()).kv
             assert format_bytes(whole.bytes_per_token) == unsplit["figure"], where
+
+
+def test_alerts_table_is_every_alert_of_the_rules_file_with_its_severity() -> None:
+    rules = yaml.safe_load((ROOT / "dashboards/rules/vlm-sidecar.rules.yml").read_text())
+    alerts = {
+        rule["alert"]: rule["labels"]["severity"]
+        for group in rules["groups"]
+        for rule in group["rules"]
+        if "alert" in rule
+    }
+    ((_, rows),) = marked_tables("alerts")
+    shown = {row[0].strip("`"): row[-1] for row in rows}
+    assert shown == alerts

@@ -13,7 +13,7 @@ import yaml
 
 from sidecar.profiles import ProfileOverrides, load_profile
 from sidecar.units import format_bytes
-from tests.support.doc_blocks import MARKER, ROOT, marked_tables, markers, pages
+from tests.support.doc_blocks import DOCS, MARKER, ROOT, marked_tables, markers, pages
 
 # docs/deploy/parallelism.md names the models as people do.
 MODELS = {
@@ -23,7 +23,7 @@ MODELS = {
     "Qwen3-VL-30B-A3B": "Qwen/Qwen3-VL-30B-A3B-Instruct",
     "Llama 4 Maverick": "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
 }
-CHECKED = {"pipeline-kv", "alerts"}
+CHECKED = {"pipeline-kv", "alerts", "chart-vllm-values"}
 PARTITION = re.compile(r"^(?P<model>.+), partition `(?P<partition>[\d,]+)`$")
 PER_TOKEN = re.compile(r"^(?P<figure>\d+ [KMG]iB)")
 OUTSIDE_PARENTHESES = re.compile(r"; (?![^()]*\))")  # "20 KiB (10 layers; 56 KiB unsplit)"
@@ -87,3 +87,17 @@ def test_alerts_table_is_every_alert_of_the_rules_file_with_its_severity() -> No
     ((_, rows),) = marked_tables("alerts")
     shown = {row[0].strip("`"): row[-1] for row in rows}
     assert shown == alerts
+
+
+def test_chart_values_table_is_every_setting_the_chart_derives_from_vllms_values() -> None:
+    configuration = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    derived = {
+        value: variable
+        for variable, value in re.findall(
+            r"^\| `(SIDECAR_[A-Z0-9_]+)` \| [^|]* \| `([^`]+)` \|", configuration, re.M
+        )
+        if value.startswith(("model.", "images.", "vllm."))
+    }
+    ((_, rows),) = marked_tables("chart-vllm-values")
+    shown = {row[0].strip("`"): row[2].strip("`") for row in rows}
+    assert shown == derived, "docs/deploy/helm.md's table must follow docs/configuration.md"

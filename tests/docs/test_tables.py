@@ -100,4 +100,6 @@ def test_chart_values_table_is_every_setting_the_chart_derives_from_vllms_values
     }
     ((_, rows),) = marked_tables("chart-vllm-values")
     shown = {row[0].strip("`"): row[2].strip("`") for row in rows}
+    missing = {value: derived[value] for value in derived.keys() - shown.keys()}
+    assert missing == {}, f"add these rows to docs/deploy/helm.md's table: {missing}"
     assert shown == derived, "docs/deploy/helm.md's table must follow docs/configuration.md"

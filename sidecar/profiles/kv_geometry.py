@@ -384,20 +384,26 @@ def _distinct_specs(groups: Sequence[LayerGroup]) -> list[LayerGroup]:
     return list(seen.values())
 
 
+def _model_attention_bytes_per_token(geometry: KvGeometry) -> int:
+    """One token's KV in one attention layer, from the model's attention heads as vLLM's
+    ``model_config.get_num_kv_heads`` gives them (a model whose layers are all recurrent
+    still has them in its config, and vLLM sizes its pages by them)."""
+    groups = [g for g in geometry.layer_groups if g.kind is not AttentionKind.CROSS]
+    attention = [g for g in groups if g.kind is not AttentionKind.RECURRENT and g.num_layers]
+    reference = (attention or groups)[0]
+    heads_per_rank = max(1, reference.num_kv_heads // geometry.tensor_parallel_size)
+    return 2 * heads_per_rank * reference.head_dim * geometry.dtype_bytes
+
+
 def _hybrid_block_tokens(geometry: KvGeometry) -> int:
     """vLLM 0.33's ``Platform._align_hybrid_block_size``: the smallest multiple of the
     kernel alignment whose attention page holds the largest recurrent state."""
     block = geometry.block_size_tokens
     states = [g.state for g in geometry.layer_groups if g.state is not None and g.num_layers]
-    attention = [
-        g
-        for g in geometry.layer_groups
-        if g.kind not in (AttentionKind.RECURRENT, AttentionKind.CROSS) and g.num_layers
-    ]
-    if not states or not attention:
+    if not states:
         return block
     state_bytes = max(geometry.recurrent_state_bytes(state) for state in states)
-    per_token = geometry.attention_bytes_per_token(attention[0])
+    per_token = _model_attention_bytes_per_token(geometry)
     alignment = max(KERNEL_BLOCK_ALIGNMENT_TOKENS, block)
     if geometry.prefix_caching and geometry.prefill_checkpoint_tokens is not None:
         alignment = math.lcm(alignment, geometry.prefill_checkpoint_tokens)
@@ -408,17 +414,15 @@ def _hybrid_block_tokens(geometry: KvGeometry) -> int:
 
 def _pages(geometry: KvGeometry, block_tokens: int) -> dict[_Spec, int]:
     """One layer's page per block for each spec: attention pages hold ``block_tokens``
-    tokens; a recurrent state's page is padded to the attention page (or is its own state
-    in a model without attention)."""
+    tokens; a recurrent state's page is padded to the attention page."""
     pages = {
         _spec(g): block_tokens * geometry.attention_bytes_per_token(g)
         for g in geometry.layer_groups
         if g.kind is not AttentionKind.RECURRENT
     }
-    attention_page = max(pages.values(), default=0)
     for group in geometry.layer_groups:
         if group.state is not None:
-            pages[_spec(group)] = max(attention_page, geometry.recurrent_state_bytes(group.state))
+            pages[_spec(group)] = block_tokens * _model_attention_bytes_per_token(geometry)
     return pages
 
 

@@ -214,6 +214,10 @@ class _BlockLayout:
     pages: dict[_Spec, int]  # one layer's page per block, per spec, in bytes
 
 
+# FlashInfer's GDN prefill exports a checkpoint every this many tokens (vLLM 0.33,
+# ``gdn_attn.FLASHINFER_GDN_CHECKPOINT_ALIGNMENT``); vLLM picks that kernel on Hopper.
+GDN_PREFILL_CHECKPOINT_TOKENS = 64
+
 # vLLM's attention backends on GPU (FlashAttention, FlashInfer, Triton) take blocks in
 # multiples of 16 tokens: the unit the hybrid block size is raised in.
 KERNEL_BLOCK_ALIGNMENT_TOKENS = 16
@@ -234,6 +238,8 @@ class KvGeometry:
     ``--enable-prefix-caching`` (on by default; it selects ``mamba_cache_mode`` ``align``),
     and ``prefill_checkpoint_tokens`` the GDN prefill checkpoint grid where the layers export
     checkpoints (FlashInfer's GDN prefill, vLLM's choice on Hopper: 64), None where not.
+    ``block_size_is_final``: ``block_size_tokens`` is the size vLLM reported running, its
+    hybrid alignment already applied, so it is used as it is.
     """
 
     layer_groups: tuple[LayerGroup, ...]
@@ -247,6 +253,7 @@ class KvGeometry:
     ssm_state_dtype_bytes: int | None = None
     prefix_caching: bool = True
     prefill_checkpoint_tokens: int | None = None
+    block_size_is_final: bool = False
 
     @property
     def num_layers(self) -> int:
@@ -400,7 +407,7 @@ def _hybrid_block_tokens(geometry: KvGeometry) -> int:
     kernel alignment whose attention page holds the largest recurrent state."""
     block = geometry.block_size_tokens
     states = [g.state for g in geometry.layer_groups if g.state is not None and g.num_layers]
-    if not states:
+    if not states or geometry.block_size_is_final:
         return block
     state_bytes = max(geometry.recurrent_state_bytes(state) for state in states)
     per_token = _model_attention_bytes_per_token(geometry)

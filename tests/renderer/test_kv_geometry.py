@@ -24,61 +24,14 @@ import pytest
 from sidecar.profiles.kv_geometry import STATE_DTYPE_BYTES, AttentionKind, KvGeometry
 from sidecar.profiles.model_config import read_text_model, text_config
 from tests.real_vllm.renderer import VLLM_RENDER
+from tests.support.hybrid_models import NEMOTRON_NANO_9B_V2, QWEN3_5_27B, QWEN3_5_35B_A3B
 
 SCRIPT = Path(__file__).with_name("vllm_kv_cache.py")
 GIB = 2**30
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 KV_DTYPE_BYTES = {"auto": None, "fp8": 1, "bfloat16": 2, "float16": 2}
 
-# Public config.json text configs (the keys that shape the KV cache).
-QWEN3_5_27B = {
-    "model_type": "qwen3_5_text",
-    "hidden_size": 5120,
-    "num_hidden_layers": 64,
-    "num_attention_heads": 24,
-    "num_key_value_heads": 4,
-    "head_dim": 256,
-    "full_attention_interval": 4,
-    "linear_conv_kernel_dim": 4,
-    "linear_key_head_dim": 128,
-    "linear_value_head_dim": 128,
-    "linear_num_key_heads": 16,
-    "linear_num_value_heads": 48,
-    "mamba_ssm_dtype": "float32",
-    "max_position_embeddings": 262144,
-}
-QWEN3_5_35B_A3B = {
-    "model_type": "qwen3_5_moe_text",
-    "hidden_size": 2048,
-    "num_hidden_layers": 40,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 2,
-    "head_dim": 256,
-    "full_attention_interval": 4,
-    "linear_conv_kernel_dim": 4,
-    "linear_key_head_dim": 128,
-    "linear_value_head_dim": 128,
-    "linear_num_key_heads": 16,
-    "linear_num_value_heads": 32,
-    "mamba_ssm_dtype": "float32",
-    "num_experts": 256,
-    "num_experts_per_tok": 8,
-    "max_position_embeddings": 262144,
-}
-# Nemotron Nano 12B v2's language model (Nemotron Nano VL 12B v2 nests it as text_config).
-NEMOTRON_H_12B = {
-    "model_type": "nemotron_h",
-    "hidden_size": 5120,
-    "hybrid_override_pattern": "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-",
-    "num_attention_heads": 40,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "mamba_num_heads": 128,
-    "mamba_head_dim": 80,
-    "n_groups": 8,
-    "ssm_state_size": 128,
-    "conv_kernel": 4,
-}
+# Public config.json text configs (the keys that shape the KV cache), beside the hybrids.
 GEMMA_3_4B = {
     "model_type": "gemma3_text",
     "hidden_size": 2560,
@@ -112,9 +65,9 @@ def named_cases() -> list[dict[str, Any]]:
             {"text_config": text, "mamba_ssm_cache_dtype": "bfloat16"},
         ]
     cases += [
-        {"text_config": NEMOTRON_H_12B},
-        {"text_config": NEMOTRON_H_12B, "tensor_parallel_size": 2, "prefix_caching": False},
-        {"text_config": NEMOTRON_H_12B, "mamba_cache_dtype": "float32"},
+        {"text_config": NEMOTRON_NANO_9B_V2},
+        {"text_config": NEMOTRON_NANO_9B_V2, "tensor_parallel_size": 2, "prefix_caching": False},
+        {"text_config": NEMOTRON_NANO_9B_V2, "mamba_cache_dtype": "float32"},
         {"text_config": GEMMA_3_4B},
         {"text_config": GEMMA_3_4B, "tensor_parallel_size": 2},
         {"text_config": QWEN2_5_VL_7B},

@@ -16,7 +16,13 @@ from sidecar.profiles.kv_geometry import (
     RecurrentKind,
 )
 from sidecar.units import format_bytes
-from tests.support.hybrid_models import NEMOTRON_NANO_9B_V2, QWEN3_5_27B, hybrid_geometry
+from tests.support.hybrid_models import (
+    NEMOTRON_NANO_9B_V2,
+    QWEN3_5_27B,
+    QWEN3_5_35B_A3B,
+    hybrid_geometry,
+)
+from tests.support.paths import ROOT
 
 QWEN7B = KvGeometry((LayerGroup(AttentionKind.FULL, 28, 4, 128),), dtype_bytes=2)
 
@@ -283,3 +289,43 @@ def test_mamba2_groups_are_replicated_to_cover_every_head_shard() -> None:
         AttentionKind.FULL: 4,
         AttentionKind.RECURRENT: 27,
     }
+
+
+KV_GEOMETRY_DOC = ROOT / "docs" / "kv-geometry.md"
+DOC_MODELS = {
+    "Qwen3.5-27B": QWEN3_5_27B,
+    "Qwen3.5-35B-A3B": QWEN3_5_35B_A3B,
+    "Nemotron-Nano-9B-v2": NEMOTRON_NANO_9B_V2,
+}
+DOC_FLAGS: dict[str, dict[str, Any]] = {
+    "prefix caching (default)": {},
+    "prefix caching, FlashInfer GDN prefill (Hopper)": {
+        "prefill_checkpoint_tokens": GDN_PREFILL_CHECKPOINT_TOKENS
+    },
+    "no prefix caching": {"prefix_caching": False},
+    "prefix caching, TP 2": {"tensor_parallel_size": 2},
+}
+
+
+def test_the_worked_numbers_in_the_docs() -> None:
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in KV_GEOMETRY_DOC.read_text(encoding="utf-8").splitlines()
+        if line.startswith("| ") and line.split("|")[1].strip() in DOC_MODELS
+    ]
+    assert len(rows) == 7
+    for model, flags, state, block, per_block, blocks, kv_bytes in rows:
+        kv = hybrid_geometry(DOC_MODELS[model], **DOC_FLAGS[flags])
+        layer_state = next(g.state for g in kv.layer_groups if g.state is not None)
+        got = [
+            kv.recurrent_state_bytes(layer_state),
+            kv.block_tokens,
+            kv.bytes_per_block,
+            kv.request_blocks(8192),
+            kv.request_kv_bytes(8192),
+        ]
+        expected = [int(cell.replace(",", "")) for cell in (state, block, per_block, blocks)]
+        assert got == [*expected, int(kv_bytes.replace(",", ""))], (model, flags)
+    qwen = hybrid_geometry(QWEN3_5_27B)
+    assert (64 * 4096 * 1000, qwen.request_blocks(1000)) == (250 * 2**20, 8)
+    assert format_bytes(qwen.request_kv_bytes(1000)) == "392 MiB"

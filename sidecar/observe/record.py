@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 
 from sidecar.admission.decision import Decision, Downscale, Reason, Reject, Verdict
+from sidecar.admission.discipline import DEFAULT_CLASS, QueueClass
 from sidecar.cost.prediction import RequestPrediction
 from sidecar.cost.request_body import RequestBody
 from sidecar.observe.labels import image_format_label, video_format_label
@@ -57,6 +58,7 @@ class RequestRecord:
     usage: Usage | None = None
     upstream_error_kind: str | None = None
     shadow: bool = False
+    queue_class: QueueClass = DEFAULT_CLASS  # band and tenant (admission.discipline)
 
     def apply(self, verdict: Verdict) -> None:
         """Remember the admission decision."""

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 OBJECTIVE_HEADERS = ("x-gateway-inference-objective", "x-llm-d-inference-objective")
 FAIRNESS_ID_HEADERS = ("x-gateway-inference-fairness-id", "x-llm-d-inference-fairness-id")
+OTHER_BAND = "other"
 # Idle tenants remembered per band for their debt; beyond this the least indebted go.
 MAX_IDLE_TENANTS = 4096
 
@@ -71,6 +72,19 @@ class PriorityPolicy:
     fairness: bool = True
     fairness_id_header: str = ""  # empty: the two standard headers
     trust_request_priority: bool = False
+
+    @property
+    def band_labels(self) -> tuple[str, ...]:
+        """The ``band`` label values: each mapped priority and 0, highest first, then
+        ``other`` (body priorities outside them), so the series are bounded by the mapping."""
+        bands = sorted({0, *self.objective_priorities.values()}, reverse=True)
+        return (*map(str, bands), OTHER_BAND)
+
+    def band_label(self, priority: int) -> str:
+        """``priority`` as a ``band`` label value."""
+        if priority == 0 or priority in self.objective_priorities.values():
+            return str(priority)
+        return OTHER_BAND
 
     @classmethod
     def from_settings(cls, settings: Settings) -> PriorityPolicy:
@@ -302,6 +316,14 @@ class FairQueue(Generic[T]):
         """``(priority, waiters)`` of each band that has waiters, highest first."""
         for priority in reversed(self._priorities):
             yield priority, self._bands[priority].waiting
+
+    def oldest_by_band(self) -> Iterator[tuple[int, float]]:
+        """``(priority, arrival)`` of each band's oldest waiter (a tenant's waiters are in
+        arrival order, so it is the oldest of the tenants' heads)."""
+        for priority in reversed(self._priorities):
+            band = self._bands[priority]
+            heads = (t.live_head() for t in band.tenants.values() if t.waiting)
+            yield priority, min(head.arrival for head in heads if head is not None)
 
     @property
     def tenants_waiting(self) -> int:

@@ -102,6 +102,11 @@ class KvLedger:
         """``(priority, waiters)`` of each band with waiters, highest first."""
         return self._waiters.waiting_by_band()
 
+    def oldest_wait_by_band(self) -> Iterator[tuple[int, float]]:
+        """``(priority, seconds)`` the oldest waiter of each band has waited so far."""
+        now = time.monotonic()
+        return ((band, now - arrival) for band, arrival in self._waiters.oldest_by_band())
+
     @property
     def tenants_waiting(self) -> int:
         return self._waiters.tenants_waiting

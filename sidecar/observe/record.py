@@ -59,6 +59,7 @@ class RequestRecord:
     upstream_error_kind: str | None = None
     shadow: bool = False
     queue_class: QueueClass = DEFAULT_CLASS  # band and tenant (admission.discipline)
+    band: str = "0"  # the band's metric label
 
     def apply(self, verdict: Verdict) -> None:
         """Remember the admission decision."""
@@ -128,6 +129,11 @@ class RequestRecord:
             metrics.downscale_seconds_child.observe(seconds)
         if self.reason is Reason.QUEUE_TIMEOUT:  # waits that were granted are observed on grant
             metrics.queue_wait_seconds_child.observe(self.waited_seconds)
+            metrics.band(self.band).wait_seconds.observe(self.waited_seconds)
+        if self.decision is Decision.REJECT:
+            refusal = metrics.band(self.band).refusals.get(self.reason)
+            if refusal is not None:
+                refusal.inc()
         if self.upstream_sent_at is not None:
             overhead = self.upstream_sent_at - self.arrived_at - self.waited_seconds
             series.overhead_seconds.observe(max(0.0, overhead))

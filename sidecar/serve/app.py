@@ -133,7 +133,7 @@ def make_app(
     app[PROFILE] = profile
     app[BUDGETS] = budgets
     app[LEDGER] = ledger
-    app[PRIORITY_POLICY] = PriorityPolicy.from_settings(settings)
+    app[PRIORITY_POLICY] = policy = PriorityPolicy.from_settings(settings)
     app[SATURATION] = saturation
     app[PRICER] = pricer
     app[METRICS] = metrics
@@ -161,6 +161,7 @@ def make_app(
     registry.register(router_load)
     app[ROUTER_LOAD] = RouterLoadExposition(router_load)
     metrics.watch_ledger(ledger)
+    metrics.watch_bands(ledger, policy)
     metrics.watch_engine(lambda: engine.facts, lambda: saturation.saturated)
     metrics.watch_kv_geometry(lambda: engine.kv)
     metrics.watch_budgets(

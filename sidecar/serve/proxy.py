@@ -87,12 +87,14 @@ async def _serve(
     body = await read_body(request, settings)
     policy = app[PRIORITY_POLICY]
     record.queue_class = classify(request.headers, None, policy)
+    record.band = policy.band_label(record.queue_class.priority)
     try:
         parsed = record.parsed = await _parse(
             body, route, settings, request.headers.get("Content-Type")
         )
         if policy.trust_request_priority:
             record.queue_class = classify(request.headers, parsed.skeleton.get("priority"), policy)
+            record.band = policy.band_label(record.queue_class.priority)
         prediction = await pricer.price(parsed, body)
     except InvalidRequestError as exc:
         if not shadow:
@@ -234,6 +236,8 @@ async def _reserve(
     if reservation.waited_seconds > 0:
         metrics = app[METRICS]
         metrics.queue_wait_seconds_child.observe(reservation.waited_seconds)
+        band = app[PRIORITY_POLICY].band_label(queue_class.priority)
+        metrics.band(band).wait_seconds.observe(reservation.waited_seconds)
         record.waited(Reason.KV_BUDGET_FULL)
     return reservation
 

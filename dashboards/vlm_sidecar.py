@@ -264,9 +264,7 @@ def _inflight() -> tuple[Panel, ...]:
                 sum_rate("vlm_sidecar_band_refusals_total", by="band, reason"),
                 "band {{band}} {{reason}}",
             ),
-            Query(
-                f"sum({select('vlm_sidecar_fairness_tenants_waiting')})", "tenants waiting"
-            ),
+            Query(f"sum({select('vlm_sidecar_fairness_tenants_waiting')})", "tenants waiting"),
             unit="short",
             minimum=0,
         ),

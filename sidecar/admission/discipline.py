@@ -96,37 +96,52 @@ class PriorityPolicy:
         )
 
 
-def classify(
-    headers: Mapping[str, str], body_priority: object, policy: PriorityPolicy
-) -> QueueClass:
-    """The request's class from its headers and its body's ``priority``.
+@dataclass(frozen=True, slots=True)
+class QueueTags:
+    """What a request says about where it queues, before the operator's rules are applied:
+    the traffic log records these, so a replay can apply other rules."""
 
-    The objective header (either spelling) wins: its priority comes from the operator's
-    mapping (an objective not in it gets 0), and a negative one is sheddable. Otherwise a
-    trusted body ``priority`` is read with vLLM's sign (lower is served earlier), so the band
-    is its negation; it orders the queue but never makes a request sheddable, since vLLM
-    clients use positive values to mean "later", not "drop me". ``headers`` must look names
-    up case-insensitively (aiohttp's ``CIMultiDictProxy`` does).
+    objective: str | None = None  # the objective header, either spelling
+    body_priority: int | None = None  # the body's integer ``priority``, trusted or not
+    tenant: str = ""  # the fairness header; empty: none
+
+
+NO_TAGS = QueueTags()
+
+
+def read_tags(
+    headers: Mapping[str, str], body_priority: object, policy: PriorityPolicy
+) -> QueueTags:
+    """The tags of a request. ``headers`` must look names up case-insensitively (aiohttp's
+    ``CIMultiDictProxy`` does)."""
+    names = (policy.fairness_id_header,) if policy.fairness_id_header else FAIRNESS_ID_HEADERS
+    tenant = next((value for name in names if (value := headers.get(name))), "")
+    objective = next((value for name in OBJECTIVE_HEADERS if (value := headers.get(name))), None)
+    priority = (
+        body_priority
+        if isinstance(body_priority, int) and not isinstance(body_priority, bool)
+        else None
+    )
+    if objective is None and priority is None and not tenant:
+        return NO_TAGS
+    return QueueTags(None if objective is None else objective.strip(), priority, tenant)
+
+
+def classify(tags: QueueTags, policy: PriorityPolicy) -> QueueClass:
+    """The request's class under the operator's rules.
+
+    The objective header wins: its priority comes from the operator's mapping (an objective
+    not in it gets 0), and a negative one is sheddable. Otherwise a trusted body ``priority``
+    is read with vLLM's sign (lower is served earlier), so the band is its negation; it
+    orders the queue but never makes a request sheddable, since vLLM clients use positive
+    values to mean "later", not "drop me". Without fairness every request is one tenant.
     """
-    tenant = ""
-    if policy.fairness:
-        names = (policy.fairness_id_header,) if policy.fairness_id_header else FAIRNESS_ID_HEADERS
-        for name in names:
-            value = headers.get(name)
-            if value:
-                tenant = value
-                break
-    for name in OBJECTIVE_HEADERS:
-        objective = headers.get(name)
-        if objective:
-            priority = policy.objective_priorities.get(objective.strip(), 0)
-            return QueueClass(priority, priority < 0, tenant)
-    if (
-        policy.trust_request_priority
-        and isinstance(body_priority, int)
-        and not isinstance(body_priority, bool)
-    ):
-        return QueueClass(-body_priority, False, tenant)
+    tenant = tags.tenant if policy.fairness else ""
+    if tags.objective is not None:
+        priority = policy.objective_priorities.get(tags.objective, 0)
+        return QueueClass(priority, priority < 0, tenant)
+    if policy.trust_request_priority and tags.body_priority is not None:
+        return QueueClass(-tags.body_priority, False, tenant)
     return QueueClass(0, False, tenant) if tenant else DEFAULT_CLASS
 
 

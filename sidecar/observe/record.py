@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from sidecar.admission.decision import Decision, Downscale, Reason, Reject, Verdict
-from sidecar.admission.discipline import DEFAULT_CLASS, QueueClass
+from sidecar.admission.discipline import DEFAULT_CLASS, NO_TAGS, QueueClass, QueueTags
 from sidecar.cost.prediction import RequestPrediction
 from sidecar.cost.request_body import RequestBody
 from sidecar.observe.labels import image_format_label, video_format_label
@@ -58,6 +58,7 @@ class RequestRecord:
     usage: Usage | None = None
     upstream_error_kind: str | None = None
     shadow: bool = False
+    queue_tags: QueueTags = NO_TAGS  # objective, body priority, tenant, as sent
     queue_class: QueueClass = DEFAULT_CLASS  # band and tenant (admission.discipline)
     band: str = "0"  # the band's metric label
 

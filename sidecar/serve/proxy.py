@@ -14,7 +14,7 @@ import uuid
 from aiohttp import web
 
 from sidecar.admission.decision import Downscale, Reason, Reject, decide
-from sidecar.admission.discipline import QueueClass, classify
+from sidecar.admission.discipline import QueueClass, classify, read_tags
 from sidecar.admission.ledger import Reservation
 from sidecar.cost.prediction import with_kv_bytes
 from sidecar.cost.request_body import BodyPolicy, RequestBody, parse_request_body
@@ -86,14 +86,16 @@ async def _serve(
     shadow = record.shadow
     body = await read_body(request, settings)
     policy = app[PRIORITY_POLICY]
-    record.queue_class = classify(request.headers, None, policy)
+    record.queue_tags = read_tags(request.headers, None, policy)
+    record.queue_class = classify(record.queue_tags, policy)
     record.band = policy.band_label(record.queue_class.priority)
     try:
         parsed = record.parsed = await _parse(
             body, route, settings, request.headers.get("Content-Type")
         )
-        if policy.trust_request_priority:
-            record.queue_class = classify(request.headers, parsed.skeleton.get("priority"), policy)
+        if "priority" in parsed.skeleton:  # recorded whether trusted or not, for replay
+            record.queue_tags = read_tags(request.headers, parsed.skeleton["priority"], policy)
+            record.queue_class = classify(record.queue_tags, policy)
             record.band = policy.band_label(record.queue_class.priority)
         prediction = await pricer.price(parsed, body)
     except InvalidRequestError as exc:

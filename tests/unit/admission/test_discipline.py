@@ -12,8 +12,10 @@ from sidecar.admission.discipline import (
     FairQueue,
     PriorityPolicy,
     QueueClass,
+    QueueTags,
     classify,
     parse_objective_priorities,
+    read_tags,
 )
 
 MAPPING = {"chat": 10, "default": 0, "batch": -1}
@@ -67,7 +69,15 @@ TRUSTING = PriorityPolicy(objective_priorities=MAPPING, trust_request_priority=T
 def test_classify_reads_objective_tenant_and_trusted_priority(
     headers: dict[str, str], body_priority: object, policy: PriorityPolicy, expected: QueueClass
 ) -> None:
-    assert classify(CIMultiDict(headers), body_priority, policy) == expected
+    assert classify(read_tags(CIMultiDict(headers), body_priority, policy), policy) == expected
+
+
+def test_read_tags_keeps_what_the_request_says_whatever_the_rules() -> None:
+    headers = CIMultiDict({"x-llm-d-inference-objective": " batch ", "x-team": "red"})
+    assert read_tags(headers, 7, PriorityPolicy(fairness=False)) == QueueTags("batch", 7, "")
+    named = PriorityPolicy(fairness=False, fairness_id_header="x-team")
+    assert read_tags(headers, "7", named) == QueueTags("batch", None, "red")
+    assert read_tags(CIMultiDict(), None, POLICY) is read_tags(CIMultiDict(), 1.5, POLICY)
 
 
 def test_parse_objective_priorities_reads_the_mapping_and_names_a_bad_item() -> None:

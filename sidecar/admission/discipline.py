@@ -137,12 +137,15 @@ def classify(tags: QueueTags, policy: PriorityPolicy) -> QueueClass:
     values to mean "later", not "drop me". Without fairness every request is one tenant.
     """
     tenant = tags.tenant if policy.fairness else ""
+    priority = 0
     if tags.objective is not None:
         priority = policy.objective_priorities.get(tags.objective, 0)
+    elif policy.trust_request_priority and tags.body_priority is not None:
+        priority = -tags.body_priority
+        return QueueClass(priority, False, tenant) if priority or tenant else DEFAULT_CLASS
+    if priority or tenant:
         return QueueClass(priority, priority < 0, tenant)
-    if policy.trust_request_priority and tags.body_priority is not None:
-        return QueueClass(-tags.body_priority, False, tenant)
-    return QueueClass(0, False, tenant) if tenant else DEFAULT_CLASS
+    return DEFAULT_CLASS  # one object: a replay tells the one-band case by identity
 
 
 def parse_objective_priorities(text: str) -> dict[str, int]:

@@ -104,7 +104,7 @@ class KvLedger:
 
     def oldest_wait_by_band(self) -> Iterator[tuple[int, float]]:
         """``(priority, seconds)`` the oldest waiter of each band has waited so far."""
-        now = time.monotonic()
+        now = _loop_time()
         return ((band, now - arrival) for band, arrival in self._waiters.oldest_by_band())
 
     @property
@@ -155,9 +155,10 @@ class KvLedger:
             )
 
         started = time.monotonic()
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         waiter = self._waiters.push(
-            future, kv_bytes, queue_class.priority, queue_class.tenant, started
+            future, kv_bytes, queue_class.priority, queue_class.tenant, loop.time()
         )
         self._wake()  # a higher band may be granted now, ahead of a head that does not fit
         try:
@@ -211,7 +212,7 @@ class KvLedger:
     def _wake(self) -> None:
         """Grant waiters from the head while they fit; stop at the first that does not."""
         waiters = self._waiters
-        now = time.monotonic()
+        now = _loop_time()
         while (head := waiters.head(now)) is not None:
             if head.item.done():  # cancelled; its task will call _leave
                 waiters.remove(head)
@@ -237,6 +238,15 @@ class KvLedger:
             f"of {format_bytes(self._total_bytes)} with {format_bytes(self._inflight_bytes)} "
             f"in flight"
         )
+
+
+def _loop_time() -> float:
+    """The event loop's clock, which ``asyncio.timeout`` also reads (the queue's arrivals
+    and aging follow it); ``time.monotonic``, the default loop's own, outside a loop."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
 
 
 def _granted(waiter: _Waiter) -> bool:

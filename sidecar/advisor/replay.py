@@ -40,6 +40,7 @@ FATE_REASONS = {
 _DECISIONS = {decision.value: decision for decision in Decision}
 _COST, _HELD, _ARRIVAL = attrgetter("cost"), attrgetter("held_seconds"), attrgetter("arrival")
 _TAGS = attrgetter("objective", "body_priority", "tenant")
+_OBJECTIVE, _BODY_PRIORITY, _TENANT = map(attrgetter, ("objective", "body_priority", "tenant"))
 
 
 @dataclass(slots=True, eq=False)
@@ -127,10 +128,15 @@ def classes_for(
 ) -> list[QueueClass] | None:
     """Each record's queue class under ``policy``, from its recorded tags (``classify``,
     as the live sidecar does); None when every record is in one band as one tenant."""
+    # Most logs carry no tags at all: seen at C speed, before a tuple per record is made.
+    if (
+        not any(map(_TENANT, records))
+        and list(map(_OBJECTIVE, records)).count(None) == len(records)
+        and list(map(_BODY_PRIORITY, records)).count(None) == len(records)
+    ):
+        return None
     tags = list(map(_TAGS, records))
     untagged = (None, None, "")
-    if all(tag == untagged for tag in tags):
-        return None
     memo: dict[tuple[str | None, int | None, str], QueueClass] = {untagged: DEFAULT_CLASS}
     classes = []
     for tag in tags:
@@ -158,7 +164,12 @@ def _replay(records: Sequence[TrafficRecord], candidate: Candidate) -> ReplayRes
     unpriced = requests.pop(None, 0)  # refused before pricing: kept as recorded
     # Each distinct cost priced once: the reader gives equal costs one object.
     answers = {cost: candidate.price(cost) for cost in requests}
-    classes = classes_for(records, PriorityPolicy.from_settings(candidate.settings))
+    # Classes order only a queue: without a budget (or in shadow mode) nothing waits.
+    classes = (
+        classes_for(records, PriorityPolicy.from_settings(candidate.settings))
+        if queueing.budget_bytes and not queueing.shadow
+        else None
+    )
     jobs, estimated = _jobs(records, costs, answers, queueing)
     simulated = simulate(jobs._replace(classes=classes), queueing)
     return ReplayResult(

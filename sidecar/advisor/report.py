@@ -106,7 +106,8 @@ def _summarize(
 
 def band_waits(result: ReplayResult) -> dict[str, dict[str, Any]]:
     """Per priority band (highest first): requests, how many waited and for how long (the
-    granted ones), and the queue's 429s; empty when every request was in one band."""
+    granted ones), and the queue's 429s; empty when every request was in one band, or
+    when nothing could wait (no in-flight budget, or shadow mode)."""
     classes = result.classes
     if classes is None:
         return {}

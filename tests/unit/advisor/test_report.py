@@ -112,8 +112,9 @@ def bands_by_request(
     """Per band, from each outcome and its record's class worked out on its own."""
     policy = PriorityPolicy.from_settings(settings)
     classes = [classify(QueueTags(r.objective, r.body_priority, r.tenant), policy) for r in records]
-    if all(c == DEFAULT_CLASS for c in classes):
-        return {}
+    unqueued = settings.mode == "shadow" or not Candidate(settings).budgets.kv_budget_bytes
+    if unqueued or all(c == DEFAULT_CLASS for c in classes):
+        return {}  # nothing waits, or everyone is in one band
     bands: dict[str, Any] = {}
     for band in sorted({c.priority for c in classes}, reverse=True):
         mine = [o for o, c in zip(result.outcomes, classes, strict=True) if c.priority == band]

@@ -188,9 +188,6 @@ class Entry(Generic[T]):
         self.start = 0
         self.state = EntryState.WAITING
 
-    def __lt__(self, other: Entry[T]) -> bool:  # heap order: start tag, then arrival
-        return (self.start, self.seq) < (other.start, other.seq)
-
 
 class _Tenant(Generic[T]):
     __slots__ = ("entries", "finish", "marker", "waiting")
@@ -215,13 +212,15 @@ class _Band(Generic[T]):
         self.virtual_time = 0
         self.waiting = 0
         self.tenants: dict[str, _Tenant[T]] = {}
-        self.heads: list[Entry[T]] = []  # one entry per tenant with waiters (possibly stale)
+        # (start tag, arrival number, entry): one per tenant with waiters, some stale; tuples
+        # compare in C, and the unique arrival number settles every tie before the entry.
+        self.heads: list[tuple[int, int, Entry[T]]] = []
         self.idle: list[tuple[int, str]] = []  # (finish tag, tenant) of tenants without waiters
 
     def head(self) -> Entry[T] | None:
         heads = self.heads
         while heads:
-            top = heads[0]
+            top = heads[0][2]
             if top.state is EntryState.WAITING:
                 return top
             heapq.heappop(heads)
@@ -229,7 +228,7 @@ class _Band(Generic[T]):
             if tenant is not None and tenant.marker is top:  # else a stale stand-in: dropped
                 tenant.marker = nxt = tenant.live_head()
                 if nxt is not None:
-                    heapq.heappush(heads, nxt)
+                    heapq.heappush(heads, (nxt.start, nxt.seq, nxt))
         return None
 
     def compact(self) -> None:
@@ -237,11 +236,11 @@ class _Band(Generic[T]):
         (a waiter that stays at the top would keep them from ever being popped)."""
         if len(self.heads) <= 2 * len(self.tenants) + 64:
             return
-        heads = []
+        heads: list[tuple[int, int, Entry[T]]] = []
         for tenant in self.tenants.values():
             tenant.marker = head = tenant.live_head() if tenant.waiting else None
             if head is not None:
-                heads.append(head)
+                heads.append((head.start, head.seq, head))
         heapq.heapify(heads)
         self.heads = heads
 
@@ -294,7 +293,7 @@ class FairQueue(Generic[T]):
         state.finish = entry.start + kv_bytes
         if not state.waiting:
             state.marker = entry
-            heapq.heappush(band.heads, entry)
+            heapq.heappush(band.heads, (entry.start, entry.seq, entry))
         state.entries.append(entry)
         state.waiting += 1
         band.waiting += 1

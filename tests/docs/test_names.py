@@ -28,11 +28,7 @@ def _ids(page: Path) -> str:
 def test_every_path_a_page_names_exists(page: Path) -> None:
     missing = []
     for named in PATH.findall(page.read_text(encoding="utf-8")):
-<<<<<<< HEAD
         path = named.partition("::")[0].rstrip(".,;:")  # a pytest node id names its file
-=======
-        path = named.split("::")[0].rstrip(".,;:")  # a pytest id names its file
->>>>>>> main
         if "<" in path or "{" in path:  # a pattern such as sidecar/vision/<family>.py
             continue
         found = list(ROOT.glob(path)) if "*" in path else [ROOT / path]

@@ -25,6 +25,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
+
 ENV_PREFIX = "SIDECAR_"
 Port = Annotated[int, Field(ge=0, le=65535)]
 AutoKvBudget = Annotated[str, StringConstraints(pattern=r"^auto(:(0?\.\d+|1(\.0*)?))?$")]
@@ -166,7 +168,7 @@ class Settings(BaseSettings):
     )
     max_request_kv_bytes: ByteSize | None = Field(None, description="KV of one request.")
     max_decode_pixels: PositiveInt = Field(
-        178_956_970, description="Hard limit: larger headers are refused, never decoded."
+        VLLM_MAX_IMAGE_PIXELS, description="Hard limit: larger headers are refused, never decoded."
     )
     max_body_bytes: ByteSize = Field(ByteSize(64 * 2**20), description="Request body limit.")
     max_request_parts: PositiveInt = Field(

@@ -25,7 +25,7 @@ from sidecar.profiles.model_config import read_text_model, text_config, validate
 from sidecar.settings import Settings
 from sidecar.video import VideoRule
 from sidecar.video.qwen import QwenVideoRule
-from sidecar.vision import VisionRule
+from sidecar.vision import PixelLimited, VisionRule
 from sidecar.vision.anyres import AnyresRule
 from sidecar.vision.fixed import FixedTokensRule
 from sidecar.vision.gemma3 import Gemma3Rule
@@ -223,7 +223,7 @@ def profile_from_configs(
     config = architecture.model_config(config)
     text = text_config(config)
     try:
-        vision = factory(rule, config, preprocessor)
+        vision = PixelLimited(factory(rule, config, preprocessor))
         video = (
             None
             if architecture.video_rule is None

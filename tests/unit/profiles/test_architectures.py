@@ -19,6 +19,7 @@ from sidecar.profiles.architectures import (
     find_architecture,
     resolve_architecture,
 )
+from sidecar.vision import PixelLimited
 from sidecar.vision.qwen import QwenSmartResizeRule
 from tests.real_vllm.renderer import VLLM_RENDER
 
@@ -81,7 +82,9 @@ def test_a_qwen3_5_directory_starts_and_prices_images_with_the_qwen3_vl_rule(
     profile = load_profile(directory)
     assert profile.architecture.name == architecture
     assert profile.model_type == model_type
-    assert isinstance(profile.vision, QwenSmartResizeRule)
+    assert profile.vision == PixelLimited(
+        QwenSmartResizeRule.from_configs("qwen3_vl", {}, QWEN3_PREPROCESSOR)
+    )
     # 1024 x 768 is already a multiple of 32 px (patch 16 x merge 2): 32 x 24 tokens.
     assert profile.vision.image_tokens(1024, 768).tokens == 32 * 24
     assert profile.video is not None  # Qwen3-VL's video processor, as vLLM's Info inherits it

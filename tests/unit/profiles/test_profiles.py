@@ -14,7 +14,7 @@ from sidecar.profiles import VISION_RULES, ProfileOverrides, builtin_model_names
 from sidecar.profiles.builtins import BUILTIN_MODELS
 from sidecar.profiles.kv_geometry import AttentionKind
 from sidecar.video.qwen import QwenVideoRule
-from sidecar.vision.fixed import FixedTokensRule
+from sidecar.vision import PixelLimited
 from sidecar.vision.pixtral import PixtralRule
 from tests.support.sidecars import QWEN
 from tests.support.videos import QWEN3, QWEN3_RULE, qwen3_directory, video_rule
@@ -246,8 +246,12 @@ LLAMA4 = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 
 def test_pixtral_12b_dispatches_on_the_llava_wrappers_vision_tower() -> None:
     assert load_profile(PIXTRAL).model_type == "llava"
-    assert isinstance(load_profile(PIXTRAL).vision, PixtralRule)
-    assert isinstance(load_profile("llava-hf/llava-1.5-7b-hf").vision, FixedTokensRule)
+    assert load_profile(PIXTRAL).vision == PixelLimited(
+        PixtralRule.from_configs("pixtral", BUILTIN_MODELS[PIXTRAL].config, _preprocessor(PIXTRAL))
+    )
+    llava = load_profile("llava-hf/llava-1.5-7b-hf").vision
+    assert llava.family == "llava"
+    assert llava.image_tokens(4000, 100).tokens == 576
 
 
 @pytest.mark.parametrize("name", OTHER_FAMILY_BUILTINS, ids=lambda n: n.split("/")[1])
@@ -311,7 +315,7 @@ def test_rule_derives_values_missing_from_the_processor_files_from_config_json(
     model_type = config["model_type"]
     preprocessor = _without(_preprocessor(model), *drop_preprocessor)
     rule = VISION_RULES[model_type](model_type, config, preprocessor)
-    assert rule == load_profile(model).vision
+    assert PixelLimited(rule) == load_profile(model).vision
 
 
 @pytest.mark.parametrize(

@@ -230,3 +230,32 @@ def test_the_supported_models_page_holds_the_table_in_code() -> None:
         "regenerate docs/supported-models.md's table from "
         "sidecar.profiles.architectures.supported_models_markdown()"
     )
+
+
+QWEN3_5_BUILTINS = {
+    "Qwen/Qwen3.5-9B": ("Qwen3_5ForConditionalGeneration", 32),
+    "Qwen/Qwen3.5-27B": ("Qwen3_5ForConditionalGeneration", 64),
+    "Qwen/Qwen3.5-35B-A3B": ("Qwen3_5MoeForConditionalGeneration", 40),
+    "Qwen/Qwen3.6-35B-A3B": ("Qwen3_5MoeForConditionalGeneration", 40),
+    "Qwen/Qwen3.5-397B-A17B": ("Qwen3_5MoeForConditionalGeneration", 60),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QWEN3_5_BUILTINS), ids=lambda n: n.split("/")[1])
+def test_qwen3_5_builtins_price_as_their_model_directories_do(name: str, tmp_path: Path) -> None:
+    from sidecar.profiles.builtins import BUILTIN_MODELS
+
+    entry = BUILTIN_MODELS[name]
+    architecture, layers = QWEN3_5_BUILTINS[name]
+    builtin = load_profile(name)
+    directory = _model_dir(tmp_path, entry.config, entry.preprocessor)
+    assert builtin.architecture.name == architecture
+    assert (load_profile(directory).vision, load_profile(directory).kv) == (
+        builtin.vision,
+        builtin.kv,
+    )
+    layer_types = entry.config["text_config"]["layer_types"]
+    assert len(layer_types) == layers
+    assert layer_types[3::4] == ["full_attention"] * (layers // 4)  # every 4th is full
+    assert builtin.vision.image_tokens(1024, 768).tokens == 32 * 24  # Qwen3-VL's 32 px cells
+    assert builtin.max_position_embeddings == 262_144

@@ -66,6 +66,24 @@ class RemoteImages(StrEnum):
     REJECT = "reject"
 
 
+class Pricing(StrEnum):
+    """Where an image's tokens come from: the native rule, vLLM's own count, or the rule
+    where the family has one and vLLM otherwise."""
+
+    RULE = "rule"
+    ENGINE = "engine"
+    AUTO = "auto"
+
+
+class RuleMismatch(StrEnum):
+    """What a failed self-check does: warn and keep the rule, price through vLLM instead,
+    or stay not ready (enforce mode only: shadow never breaks traffic)."""
+
+    WARN = "warn"
+    ENGINE = "engine"
+    REFUSE = "refuse"
+
+
 class LogFormat(StrEnum):
     """``auto`` is JSON unless stderr is a terminal."""
 
@@ -194,6 +212,36 @@ class Settings(BaseSettings):
     )
     saturation_waiting_requests: PositiveInt | None = Field(
         None, description="Hold new requests while vllm:num_requests_waiting is at least this."
+    )
+    pricing: Pricing = Field(
+        Pricing.AUTO,
+        description=(
+            "Image tokens from the native rule, from vLLM's own /tokenize count (engine), or "
+            "auto: the rule where the family has one, vLLM otherwise."
+        ),
+    )
+    rule_mismatch: RuleMismatch = Field(
+        RuleMismatch.WARN,
+        description=(
+            "When the start-up self-check finds the rule disagreeing with vLLM: warn, switch "
+            "to engine pricing, or refuse (stay not ready; enforce mode only)."
+        ),
+    )
+    engine_memo_entries: PositiveInt = Field(
+        4096, description="Image sizes whose vLLM count is remembered (least recent forgotten)."
+    )
+    engine_memo_path: str | None = Field(
+        None, description="JSON file keeping vLLM's counts across restarts; unset: memory only."
+    )
+    engine_calibration_concurrency: PositiveInt = Field(
+        2, description="Calls to vLLM's /tokenize at once, to learn sizes not yet known."
+    )
+    engine_calibrations_per_second: PositiveFloat = Field(
+        20.0, description="Average calls to vLLM's /tokenize per second, with as many at once."
+    )
+    engine_calibration_timeout_seconds: PositiveFloat = Field(
+        5.0,
+        description="Longest wait for vLLM's count of a size; then it is priced at the bound.",
     )
     force_stream_usage: bool = Field(
         False, description="Ask vLLM for the streaming usage chunk and hide it from clients."

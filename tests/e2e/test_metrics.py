@@ -29,6 +29,7 @@ ROUTES = [route.label for route in PRIMARY_ROUTES]
 # model_name: vLLM's served model name on the two router gauges, one value per sidecar.
 BOUNDED_LABELS = {
     "model", "route", "decision", "reason", "format", "source", "kind", "action", "model_name",
+    "outcome",
 }  # fmt: skip
 INFO_LABELS = {"model", "family", "source", "vision_rule", "text_tokens", "mode"}
 CHAT = "chat_completions"

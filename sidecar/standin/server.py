@@ -275,11 +275,12 @@ async def _counting(request: web.Request) -> web.Response:
         # test counting the pixels its process decodes sees only the traffic's.
         if CALIBRATION_HEADER not in request.headers:
             check_request(state.config, request.path, body)
+        # A prompt_tokens_fn may refuse too, as vLLM's processor refuses a size.
+        if request.path == "/tokenize":
+            return _json(tokenize_answer(state.config, body))
+        return _json(count_tokens_answer(state.config, body))
     except StandinRequestError as exc:
         return _refusal(request, exc)
-    if request.path == "/tokenize":
-        return _json(tokenize_answer(state.config, body))
-    return _json(count_tokens_answer(state.config, body))
 
 
 async def _version(request: web.Request) -> web.Response:

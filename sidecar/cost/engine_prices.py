@@ -46,6 +46,13 @@ class EngineCount:
             raise ValueError("an engine count is either a token count or a refusal")
 
 
+def engine_image_tokens(count: int, wrapper_tokens: int) -> ImageTokens:
+    """vLLM's count of one image (its template tokens included) as ``ImageTokens``, the rule's
+    wrapper share (``wrapper_tokens``) kept apart so visual tokens mean the same either way."""
+    wrapper = min(wrapper_tokens, count)
+    return ImageTokens(tokens=count - wrapper, wrapper_tokens=wrapper)
+
+
 class EngineCountUnavailable(Exception):
     """vLLM gave no usable answer (down, timed out, no ``/tokenize``, a 5xx): nothing to
     memoise; the shape is asked again next time."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import orjson
 
-from sidecar.cost.engine_prices import EnginePrices
+from sidecar.cost.engine_prices import EnginePrices, engine_image_tokens
 from sidecar.cost.prediction import (
     ImageCost,
     RequestPrediction,
@@ -59,7 +59,7 @@ from sidecar.video.probe import (
     probe_video_bytes,
     probe_video_prefix,
 )
-from sidecar.vision import ImageTokens, VisionRule
+from sidecar.vision import VisionRule
 
 
 class _CooperativeLoop:
@@ -344,10 +344,8 @@ class Pricer:
                 f"image {cost.index + 1} of {total} ({cost.width_px}x{cost.height_px}): "
                 f"vLLM refuses this size: {count.refusal}"
             )
-        # vLLM counts the image with its template tokens; the rule's wrapper share is kept
-        # apart so that visual tokens mean the same under either pricing.
-        wrapper = min(vision.max_image_tokens().wrapper_tokens, count.prompt_tokens)
-        return replace(cost, tokens=ImageTokens(count.prompt_tokens - wrapper, wrapper))
+        wrapper = vision.max_image_tokens().wrapper_tokens
+        return replace(cost, tokens=engine_image_tokens(count.prompt_tokens, wrapper))
 
     def _readable(self, item: MediaItem, rule: VideoRule | None) -> bool:
         """Whether the sidecar reads this video's container to price it."""

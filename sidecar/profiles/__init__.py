@@ -26,6 +26,7 @@ from sidecar.video import VideoRule
 from sidecar.video.qwen import QwenVideoRule
 from sidecar.vision import VisionRule
 from sidecar.vision.anyres import AnyresRule
+from sidecar.vision.engine_only import EngineOnlyRule
 from sidecar.vision.fixed import FixedTokensRule
 from sidecar.vision.gemma3 import Gemma3Rule
 from sidecar.vision.glm4v import Glm4vSmartResizeRule
@@ -182,8 +183,12 @@ def builtin_model_names() -> list[str]:
     return sorted(BUILTIN_MODELS)
 
 
-def load_profile(model: str, overrides: ProfileOverrides | None = None) -> ModelProfile:
-    """Profile for a built-in id or a model directory; ConfigurationError if neither."""
+def load_profile(
+    model: str, overrides: ProfileOverrides | None = None, *, engine_only: bool = False
+) -> ModelProfile:
+    """Profile for a built-in id or a model directory; ConfigurationError if neither.
+    ``engine_only``: a model directory whose family has no native rule gets
+    ``EngineOnlyRule`` (its images priced by vLLM's count) instead of an error."""
     overrides = overrides or ProfileOverrides()
     builtin = _find_builtin(model)
     if builtin is not None:
@@ -197,7 +202,7 @@ def load_profile(model: str, overrides: ProfileOverrides | None = None) -> Model
         )
         profile = replace(profile, parameter_count=entry.parameter_count)
     elif Path(model).is_dir():
-        profile = _profile_from_directory(Path(model))
+        profile = _profile_from_directory(Path(model), engine_only=engine_only)
     else:
         raise ConfigurationError(
             f"unknown model {model!r}: not a built-in profile and not a model directory. "
@@ -213,6 +218,7 @@ def profile_from_configs(
     *,
     source: str,
     video_preprocessor: dict[str, Any] | None = None,
+    engine_only: bool = False,
 ) -> ModelProfile:
     """Build a profile from parsed ``config.json`` and preprocessor config values.
 
@@ -222,6 +228,8 @@ def profile_from_configs(
     """
     model_type = str(config.get("model_type", ""))
     factory = VISION_RULES.get(model_type)
+    if factory is None and engine_only:
+        factory = _engine_only_rule
     if factory is None:
         raise ConfigurationError(
             f"model {name!r} has model_type {model_type!r}, which the sidecar does not "
@@ -271,7 +279,14 @@ def _find_builtin(model: str) -> str | None:
     return None
 
 
-def _profile_from_directory(directory: Path) -> ModelProfile:
+def _engine_only_rule(family: str, config: dict[str, Any], _: dict[str, Any]) -> VisionRule:
+    """No native rule: vLLM prices every size; the context bounds one of unknown cost."""
+    return EngineOnlyRule(
+        family, read_text_model(config, text_config(config)).max_position_embeddings
+    )
+
+
+def _profile_from_directory(directory: Path, *, engine_only: bool = False) -> ModelProfile:
     config = _read_json(directory / "config.json")
     preprocessor: dict[str, Any] = {}
     for candidate in ("preprocessor_config.json", "processor_config.json"):
@@ -286,6 +301,7 @@ def _profile_from_directory(directory: Path) -> ModelProfile:
         preprocessor,
         source=str(directory),
         video_preprocessor=_video_preprocessor(directory, preprocessor),
+        engine_only=engine_only,
     )
     return replace(profile, parameter_count=_parameter_count(directory, profile))
 

@@ -65,7 +65,7 @@ from sidecar.serve.keys import (
 )
 from sidecar.serve.relay import Upstream
 from sidecar.serve.router import dispatch, expect_continue
-from sidecar.settings import Mode, RemoteImages, Settings
+from sidecar.settings import Mode, Pricing, RemoteImages, Settings
 
 READINESS_TIMEOUT_SECONDS = 2.0
 
@@ -106,7 +106,11 @@ def make_app(
 ) -> web.Application:
     """The traffic application, with metrics on ``registry``; ``remote_prober`` replaces the
     one built from settings (tests inject one with a stub resolver)."""
-    profile = profile or load_profile(settings.model, ProfileOverrides.from_settings(settings))
+    profile = profile or load_profile(
+        settings.model,
+        ProfileOverrides.from_settings(settings),
+        engine_only=settings.pricing is not Pricing.RULE,  # a family with no rule: ask vLLM
+    )
     registry = registry or CollectorRegistry()
     metrics = Metrics(registry, model=model_label(settings, profile))
     budgets = BudgetsInForce(Budgets.from_settings(settings, profile))

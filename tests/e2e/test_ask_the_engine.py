@@ -10,20 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
+import pytest
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
 from sidecar.engine.calibration import EngineCalibration
 from sidecar.engine.rule_check import RuleCheck
+from sidecar.errors import ConfigurationError
 from sidecar.profiles import load_profile
+from sidecar.serve.app import make_app
 from sidecar.serve.keys import CALIBRATION
 from sidecar.serve.server import RunningSidecar
+from sidecar.settings import Settings
 from sidecar.standin import StandinConfig, StandinServer, run_standin, start_standin
 from tests.support.engine_counts import counting_images_by
 from tests.support.imaging import chat_with_images, jpeg_uri
+from tests.support.model_dirs import write_config_files
 from tests.support.proxy_helpers import PROMPT_TOKENS, post
 from tests.support.sidecars import QWEN, SidecarFactory
 from tests.support.waiting import eventually
@@ -51,7 +58,7 @@ def last_check(sidecar: RunningSidecar) -> RuleCheck:
 
 def gauge(sidecar: RunningSidecar, name: str, **labels: str) -> float:
     registry: CollectorRegistry = sidecar.registry
-    value = registry.get_sample_value(name, {"model": QWEN, **labels})
+    value = registry.get_sample_value(name, {"model": QWEN} | labels)
     assert value is not None, name
     return value
 
@@ -176,3 +183,33 @@ async def test_engine_pricing_refuses_a_size_vllm_refuses_in_its_words(
     assert reply.status == 400
     assert "vLLM refuses this size" in reply.json()["error"]["message"]
     assert standin.requests == []
+
+
+def fancy_model_dir(directory: Path) -> Path:
+    """A model directory of a family the sidecar has no rule for (Qwen's configs renamed)."""
+    write_config_files(directory, QWEN)
+    config = orjson.loads((directory / "config.json").read_bytes())
+    (directory / "config.json").write_bytes(orjson.dumps(config | {"model_type": "fancy_vl"}))
+    return directory
+
+
+async def test_a_family_without_a_rule_is_priced_exactly_through_vllm(
+    make_sidecar: SidecarFactory,
+    standin: StandinServer,
+    session: aiohttp.ClientSession,
+    tmp_path: Path,
+) -> None:
+    engine_with_max_pixels(standin, VLLM_MAX_PIXELS)  # the engine's processor, whatever it is
+    sidecar = await make_sidecar(model=str(fancy_model_dir(tmp_path / "fancy")), **POLL)
+    assert gauge(sidecar, "vlm_sidecar_engine_pricing", model="fancy") == 1
+    image = RULE.with_pixel_range(None, VLLM_MAX_PIXELS).image_tokens(1680, 1260)
+    await eventually(lambda: calibration(sidecar).connections == 1)
+    assert await image_share(session, sidecar, 1680, 1260) == image.prompt_tokens
+    assert calibration(sidecar).last_check is None  # no rule to check
+
+
+async def test_a_family_without_a_rule_cannot_start_under_pricing_rule(tmp_path: Path) -> None:
+    directory = fancy_model_dir(tmp_path / "fancy")
+    settings = Settings.model_validate({"model": str(directory), "pricing": "rule"})
+    with pytest.raises(ConfigurationError, match="fancy_vl"):
+        make_app(settings)

@@ -10,7 +10,8 @@ server:
 - at most ``concurrency`` calls at once, the same shape asked once however many wait for it;
 - at most ``calls_per_second`` on average, with a burst of as many (a token bucket); a shape
   that finds the bucket empty is not asked at all;
-- an answer is waited for at most ``timeout_seconds``; a late answer is still memoised;
+- an answer is waited for at most ``timeout_seconds`` (not at all in shadow mode); a late
+  answer is still memoised;
 - at most ``memo_entries`` shapes are kept, the least recently used forgotten first.
 
 A shape vLLM refuses (aspect ratio, pixel limit) is memoised as that refusal, with vLLM's
@@ -95,6 +96,7 @@ class EnginePrices:
         concurrency: int = 2,
         calls_per_second: float = 20.0,
         timeout_seconds: float = 5.0,
+        wait_for_answers: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if memo_entries < 1 or concurrency < 1 or calls_per_second <= 0 or timeout_seconds <= 0:
@@ -105,6 +107,9 @@ class EnginePrices:
         self.memo_entries = memo_entries
         self.calls_per_second = calls_per_second
         self.timeout_seconds = timeout_seconds
+        # False (shadow mode): a new shape is asked in the background and priced at the
+        # bound at once, so that observing never delays traffic.
+        self.wait_for_answers = wait_for_answers
         self._clock = clock
         self._memo: OrderedDict[ShapeKey, EngineCount] = OrderedDict()
         self._pending: dict[ShapeKey, asyncio.Task[EngineCount | None]] = {}
@@ -152,7 +157,8 @@ class EnginePrices:
             task = self._pending[key] = asyncio.create_task(self._calibrate(key))
             task.add_done_callback(lambda _: self._pending.pop(key, None))
         try:
-            answer = await asyncio.wait_for(asyncio.shield(task), self.timeout_seconds)
+            timeout = self.timeout_seconds if self.wait_for_answers else 0
+            answer = await asyncio.wait_for(asyncio.shield(task), timeout)
         except TimeoutError:
             answer = None
         if answer is None:

@@ -80,6 +80,7 @@ class EngineCalibration:
             concurrency=settings.engine_calibration_concurrency,
             calls_per_second=settings.engine_calibrations_per_second,
             timeout_seconds=settings.engine_calibration_timeout_seconds,
+            wait_for_answers=settings.mode is not Mode.SHADOW,  # shadow never delays traffic
         )
         self.last_check: RuleCheck | None = None
         self.check_error: str | None = None

@@ -213,3 +213,18 @@ async def test_a_family_without_a_rule_cannot_start_under_pricing_rule(tmp_path:
     settings = Settings.model_validate({"model": str(directory), "pricing": "rule"})
     with pytest.raises(ConfigurationError, match="fancy_vl"):
         make_app(settings)
+
+
+async def test_shadow_mode_never_waits_for_vllms_count(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    engine_with_max_pixels(standin, SIDECAR_MAX_PIXELS)
+    sidecar = await make_sidecar(
+        mode="shadow", pricing="engine", max_pixels=SIDECAR_MAX_PIXELS, **POLL
+    )
+    await eventually(lambda: calibration(sidecar).last_check is not None)
+    bound = calibration(sidecar).prices.upper_bound.prompt_tokens
+    exact = RULE.with_pixel_range(None, SIDECAR_MAX_PIXELS).image_tokens(700, 500).prompt_tokens
+    assert await image_share(session, sidecar, 700, 500) == bound  # not known: not waited for
+    await eventually(lambda: calibration(sidecar).prices.known(700, 500) is not None)
+    assert await image_share(session, sidecar, 700, 500) == exact

@@ -156,3 +156,14 @@ def test_an_engine_count_is_a_count_or_a_refusal() -> None:
         EngineCount(None)
     with pytest.raises(ValueError, match="either"):
         EngineCount(5, "refused")
+
+
+async def test_without_waiting_a_new_shape_is_bounded_at_once_and_learnt_behind() -> None:
+    engine = FakeEngine(delay_seconds=0.05)
+    book = EnginePrices(engine, upper_bound=BOUND, wait_for_answers=False)
+    started = asyncio.get_running_loop().time()
+    assert await book.image_prompt_tokens(640, 480) is None
+    assert asyncio.get_running_loop().time() - started < 0.04
+    await asyncio.sleep(0.1)
+    assert await book.image_prompt_tokens(640, 480) == EngineCount(393)
+    assert len(engine.asked) == 1

@@ -13,7 +13,8 @@ only from its own stage or an earlier one (``tests/unit/test_layout.py`` keeps i
    text tokens, prompt tokens and KV bytes in whole blocks
 4. ``admission/``  admit, downscale, wait or reject: the pure decision, the budgets, the
    downscale plan, the in-flight KV ledger and the saturation gate
-5. ``engine``      what vLLM reports about itself, and what it changes in the budgets
+5. ``engine/``     what vLLM reports about itself, and what it changes in the budgets; what
+   it says an image costs (``/tokenize``): the rule's self-check, engine-calibrated pricing
 6. ``observe/``    metrics, their labels, the request record and its one log line, usage,
    the traffic log (``observe.traffic``: one line per request, for replay), the router
    gauges an endpoint picker scores pods by (``observe.router_load``)

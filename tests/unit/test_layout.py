@@ -138,8 +138,6 @@ NEEDS_NO_UNIT_TEST = {
 ABOUT_THE_PACKAGE = {"test_layout.py": "this file: the layout and the mirror"}
 # Modules other work added before their tests: each one names who owes its file.
 NOT_YET_MIRRORED: dict[str, str] = {
-    "sidecar.advisor.chart": "issue 21, item 6",
-    "sidecar.advisor.recommend": "issue 21, item 6",
     "sidecar.profiles.builtins": "issue 21, item 6",
     "sidecar.video": "issue 21, item 6",
     "sidecar.vision": "issue 21, item 6",

@@ -139,14 +139,6 @@ ABOUT_THE_PACKAGE = {"test_layout.py": "this file: the layout and the mirror"}
 # Modules other work added before their tests: each one names who owes its file.
 NOT_YET_MIRRORED: dict[str, str] = {
     "sidecar.profiles.builtins": "issue 21, item 6",
-    "sidecar.video": "issue 21, item 6",
-    "sidecar.vision": "issue 21, item 6",
-    "sidecar.vision.anyres": "issue 21, item 6",
-    "sidecar.vision.glm4v": "issue 21, item 6",
-    "sidecar.vision.idefics3": "issue 21, item 6",
-    "sidecar.vision.llama4": "issue 21, item 6",
-    "sidecar.vision.smart_resize": "issue 21, item 6",
-    "sidecar.vision.tiling": "issue 21, item 6",
 }
 
 

@@ -2,8 +2,8 @@
 
 Each entry holds the subset of the checkpoint's ``config.json`` and
 ``preprocessor_config.json`` that the prediction reads, transcribed from the Hugging Face
-repositories (see ``shared/reference/model-configs.md``). Built-ins go through exactly the
-same loader as a model directory, so a built-in and the real directory give one profile.
+repositories. Built-ins go through exactly the same loader as a model directory, so a
+built-in and the real directory give one profile.
 ``parameter_count`` is the safetensors total, used only by ``plan`` for weight memory.
 """
 
@@ -51,7 +51,8 @@ class BuiltinModel:
     preprocessor: dict[str, Any]
     parameter_count: int | None = None
     notes: dict[str, Any] = field(default_factory=dict)
-    # None: the checkpoint has no video processor config of its own (see model_profiles).
+    # None: the checkpoint has no video processor config of its own (see
+    # ``profiles.profile_from_configs``).
     video_preprocessor: dict[str, Any] | None = None
 
 
@@ -163,7 +164,7 @@ def _pixtral_preprocessor(
 
 
 # --- Tile / anyres families -------------------------------------------------------------------
-# Processor values: shared/reference/model-configs.md (sources and confidence per checkpoint).
+# Processor values: each checkpoint's preprocessor_config.json on the Hugging Face Hub.
 _LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
 _LLAVA_ONEVISION_PINPOINTS = [[384 * i, 384 * j] for i in range(1, 7) for j in range(1, 7)]
 # InternVL3-*-hf processor_config.json (image_seq_length, <img>/</img>/<IMG_CONTEXT>) and the
@@ -307,7 +308,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     ),
     # config.json: public Mistral-Small-3.1-24B-Instruct-2503 copies (spatial_merge_size 2,
     # vision image_size 1540, patch 14); preprocessor/processor: Mistral-Small-3.x siblings
-    # (patch 14, longest_edge 1540, spatial_merge_size 2), see shared/reference/model-configs.md.
+    # (patch 14, longest_edge 1540, spatial_merge_size 2).
     "mistralai/Mistral-Small-3.1-24B-Instruct-2503": BuiltinModel(
         config={
             "model_type": "mistral3",

@@ -47,7 +47,6 @@ from sidecar.standin.config import (
     Fault,
     StandinConfig,
     TokenFn,
-    crude_image_tokens,
     crude_prompt_tokens,
 )
 from sidecar.standin.server import (
@@ -70,7 +69,6 @@ __all__ = [
     "StandinServer",
     "StandinState",
     "TokenFn",
-    "crude_image_tokens",
     "crude_prompt_tokens",
     "make_standin_app",
     "run_standin",

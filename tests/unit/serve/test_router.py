@@ -10,8 +10,7 @@ import aiohttp
 import pytest
 
 from sidecar.observe.router_load import KV_USAGE, REQUESTS_WAITING
-from sidecar.standin import StandinServer
-from sidecar.standin.server import RecordedRequest
+from sidecar.standin import RecordedRequest, StandinServer
 from tests.support.imaging import chat_with_images, jpeg_uri
 from tests.support.proxy_helpers import DECISION, post, sample, url_of
 from tests.support.raw_http import RawConnection, request_head

@@ -1,7 +1,8 @@
 """prediction: output tokens cut to the room vLLM's context leaves (``held_output_tokens``).
 
 vLLM generates at most ``max_model_len - prompt`` tokens whatever ``max_tokens`` says (it is
-silently clamped, ``vllm-facts.md`` section 10), so KV is never held past the context.
+silently clamped by ``get_max_tokens`` in ``vllm/entrypoints/serve/utils/api_utils.py``), so KV
+is never held past the context.
 """
 
 from __future__ import annotations

@@ -454,3 +454,18 @@ def test_parse_request_body_counts_images_like_a_full_parse_when_chat_bodies_are
     inline = [ref for ref in result.images if ref.source is ImageSource.DATA]
     assert all(bytes(ref.payload(body)) == PAYLOAD.encode() for ref in inline)
     assert result.skeleton["metadata"] == orjson.loads(body)["metadata"]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"max_pixels": 0}, {"min_pixels": 0, "max_pixels": 0}, {"max_pixels": -5},
+     {"size": {"longest_edge": 0}}, {"min_pixels": 1.5}, {"max_pixels": True}],
+    ids=["max-zero", "both-zero", "negative", "size-edge-zero", "float", "bool"],
+)  # fmt: skip
+def test_trusted_pixel_bounds_that_are_not_positive_integers_are_a_400(
+    kwargs: dict[str, Any],
+) -> None:
+    body = body_of(model="m", messages=USER, mm_processor_kwargs=kwargs)
+    with pytest.raises(InvalidRequestError, match="positive integers") as refused:
+        parse_request_body(body, Route.CHAT, policy=BodyPolicy(trust_request_mm_kwargs=True))
+    assert refused.value.param == "mm_processor_kwargs"

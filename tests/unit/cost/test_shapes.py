@@ -1,4 +1,4 @@
-"""Every body shape of vLLM 0.33's inspected routes: prompts, media, output limits, refusals."""
+"""cost.shapes: the generating and tokenize body shapes: prompts, media, output limits, refusals."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from sidecar.cost.request_body import BodyPolicy, PixelRange, parse_request_body
 from sidecar.errors import InvalidRequestError
 from sidecar.images.refs import ImageSource
 from sidecar.routes import Route, Work
@@ -76,105 +75,6 @@ def test_shapes_structured_decision_reads_its_media_url_lists() -> None:
     )
     assert len(body.images) == 1
     assert [item.kind for item in body.media] == ["video"]
-
-
-def test_shapes_audio_form_is_read_without_decoding_the_file() -> None:
-    boundary = "XyZ"
-    parts = [
-        ("model", b"whisper"),
-        ("prompt", b"names: Ada"),
-        ("max_completion_tokens", b"40"),
-        ("file", b"\x00RIFF....WAVE" * 100),
-    ]
-    body = (
-        b"".join(
-            b'--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n'
-            % (boundary.encode(), name.encode(), value)
-            for name, value in parts
-        )
-        + b"--%s--\r\n" % boundary.encode()
-    )
-    parsed = parse_request_body(
-        body, Route.AUDIO_TRANSCRIPTIONS, content_type=f"multipart/form-data; boundary={boundary}"
-    )
-    assert parsed.model == "whisper"
-    assert parsed.max_output_tokens == 40
-    assert [item.kind for item in parsed.media] == ["audio"]
-    assert parsed.sequences[0].text_chars == len("names: Ada")
-
-
-def test_shapes_audio_needs_a_file() -> None:
-    with pytest.raises(InvalidRequestError, match="multipart"):
-        parse_request_body(b"{}", Route.AUDIO_TRANSLATIONS, content_type="application/json")
-
-
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [("mm_processor_kwargs", {"max_pixels": 4_000_000}), ("media_io_kwargs", {"video": {}})],
-    ids=["processor", "media-io"],
-)
-def test_shapes_request_kwargs_are_refused_as_vllm_refuses_them_without_the_flag(
-    field: str, value: dict[str, Any]
-) -> None:
-    with pytest.raises(InvalidRequestError, match="--trust-request-mm-kwargs") as caught:
-        parse(Route.CHAT, messages=[user()], **{field: value})
-    assert caught.value.param == field
-
-
-def test_shapes_trusted_request_kwargs_set_the_request_pixel_range() -> None:
-    trusted = BodyPolicy(trust_request_mm_kwargs=True)
-    body = parse(
-        Route.CHAT,
-        trusted,
-        messages=[user()],
-        mm_processor_kwargs={"size": {"longest_edge": 4_000_000}, "min_pixels": 3136},
-    )
-    assert body.pixel_range == PixelRange(3136, 4_000_000)
-
-
-def test_shapes_anthropic_ignores_request_kwargs_as_vllm_does() -> None:
-    body = parse(
-        Route.MESSAGES,
-        model="m",
-        max_tokens=4,
-        messages=[{"role": "user", "content": "x"}],
-        mm_processor_kwargs={"max_pixels": 1},
-    )
-    assert body.pixel_range is None
-
-
-@pytest.mark.parametrize(
-    "fields",
-    [
-        {"chat_template": "{{ messages }}"},
-        {"chat_template_kwargs": {"chat_template": "{{ messages }}"}},
-    ],
-    ids=["field", "kwargs"],
-)
-def test_shapes_a_request_template_is_refused_unless_trusted(fields: dict[str, Any]) -> None:
-    with pytest.raises(InvalidRequestError, match="--trust-request-chat-template"):
-        parse(Route.CHAT, messages=[user()], **fields)
-    trusted = BodyPolicy(trust_request_chat_template=True)
-    assert parse(Route.CHAT, trusted, messages=[user()], **fields).chat_template is not None
-
-
-@pytest.mark.parametrize(
-    ("fields", "message"),
-    [
-        ({"continue_final_message": True}, "not compatible"),
-        ({"continue_final_message": True, "add_generation_prompt": True}, "Cannot set both"),
-    ],
-    ids=["default-generation-prompt", "both"],
-)
-def test_shapes_continue_final_message_needs_add_generation_prompt_false(
-    fields: dict[str, Any], message: str
-) -> None:
-    with pytest.raises(InvalidRequestError, match=message):
-        parse(Route.CHAT, messages=[user()], **fields)
-    ok = parse(
-        Route.CHAT, messages=[user()], continue_final_message=True, add_generation_prompt=False
-    )
-    assert len(ok.sequences) == 1
 
 
 @pytest.mark.parametrize("role", ["user", "system", "developer", "tool"])

@@ -159,8 +159,8 @@ def module_tested_by(test_file: Path) -> str | None:
     package = ".".join(("sidecar", *folder))
     name = test_file.stem.removeprefix("test_")
     found = modules()
-    if folder and name == folder[-1] and package in found:
-        return package
+    if folder and (name == folder[-1] or name.startswith(folder[-1] + "_")) and package in found:
+        return package  # the package's __init__, or an aspect of it
     # The whole name first, then each prefix that ends before an underscore, longest first.
     candidates = [f"{package}.{name}"] + [
         f"{package}.{name[:at]}" for at in range(len(name) - 1, 0, -1) if name[at] == "_"

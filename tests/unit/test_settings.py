@@ -7,7 +7,7 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from sidecar.settings import Mode, OverBudgetAction, Settings
+from sidecar.settings import Mode, OverBudgetAction, Settings, parse_objective_priorities
 
 MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
 
@@ -129,3 +129,22 @@ def test_settings_are_frozen_and_built_directly_in_code() -> None:
 def test_settings_ignore_variables_they_do_not_define(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SIDECAR_NO_SUCH_SETTING", "1")
     assert Settings().model == MODEL
+
+
+def test_parse_objective_priorities_reads_the_mapping_and_names_a_bad_item() -> None:
+    assert parse_objective_priorities(" chat=10, default=0,batch=-1,") == {
+        "chat": 10, "default": 0, "batch": -1,
+    }  # fmt: skip
+    assert parse_objective_priorities("") == {}
+    with pytest.raises(ValueError, match="'batch'"):
+        parse_objective_priorities("chat=10,batch")
+    with pytest.raises(ValueError, match="'=3'"):
+        parse_objective_priorities("=3")
+
+
+def test_settings_refuse_an_objective_mapping_they_cannot_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SIDECAR_OBJECTIVE_PRIORITIES", "chat=10,batch")
+    with pytest.raises(ValidationError, match="objective_priorities"):
+        Settings()

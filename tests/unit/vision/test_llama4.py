@@ -39,5 +39,5 @@ def test_llama4_rule_counts_what_the_processor_counts(size: tuple[int, int], tok
 
 
 def test_llama4_rule_keeps_the_vision_rule_contract() -> None:
-    assert isinstance(SCOUT, Llama4Rule)
+    assert isinstance(SCOUT.rule, Llama4Rule)  # behind vLLM's decode limit
     check_rule_contract(SCOUT)

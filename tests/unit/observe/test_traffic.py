@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import logging.handlers
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -169,16 +171,21 @@ async def test_a_lagging_writer_drops_lines_instead_of_growing(
     path = tmp_path / "traffic.jsonl"
     traffic = TrafficLog(Settings(model=QWEN, traffic_log=str(path)), QWEN)
     record = await priced_record(*BODIES["chat"])
-    traffic.start()
-    assert traffic._listener is not None
-    writer = traffic._listener.handlers[0]
-    writer.acquire()  # the writer thread blocks on its handler's lock
+    disk_free = threading.Event()
+    write_to_disk = logging.handlers.RotatingFileHandler.emit
+
+    def slow_disk(handler: logging.handlers.RotatingFileHandler, line: logging.LogRecord) -> None:
+        disk_free.wait(timeout=10)
+        write_to_disk(handler, line)
+
+    traffic.start()  # the settings header is written before the disk slows down
+    monkeypatch.setattr(logging.handlers.RotatingFileHandler, "emit", slow_disk)
     try:
         for _ in range(20):
             traffic.write(record)
         assert traffic.dropped >= 16  # 3 queued, at most 1 taken by the blocked writer
     finally:
-        writer.release()
+        disk_free.set()
     traffic.stop()
     assert len(read_traffic_log(path).records) == 20 - traffic.dropped
 

@@ -60,6 +60,7 @@ from sidecar.images.addresses import (
 )
 from sidecar.images.probe import ImageHeader, probe_bytes
 from sidecar.images.resolver import PinnedResolver, Resolver, resolve_with_getaddrinfo
+from sidecar.observe import tracing
 
 __all__ = [  # IPAddress, Resolver and the two defaults shape the prober's constructor
     "IPAddress",
@@ -146,8 +147,10 @@ class RemoteImageProber:
         ) as session:
             run = _ProbeRun(self, session, pins, url, parse, noun)
             try:
-                async with asyncio.timeout(self.policy.timeout_seconds):
-                    return await run.probe()
+                with tracing.stage(tracing.STAGE_REMOTE_FETCH) as span:
+                    span.set("vlm_sidecar.remote.noun", noun)
+                    async with asyncio.timeout(self.policy.timeout_seconds):
+                        return await run.probe()
             except TimeoutError:
                 raise run.fetch_error(
                     f"no header within {self.policy.timeout_seconds:g} s (timeout)"

@@ -9,6 +9,8 @@ queue behind traffic) serves ``/metrics``, ``/healthz`` (the process is up) and 
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,6 +18,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.openmetrics import exposition as openmetrics
 
 from sidecar.admission.budgets import Budgets, BudgetsInForce
 from sidecar.admission.ledger import KvLedger
@@ -41,6 +44,7 @@ from sidecar.observe.router_load import (
     RouterLoadExposition,
     effective_load,
 )
+from sidecar.observe.tracing import Tracer, tracer_from_environment
 from sidecar.observe.traffic import TrafficLog
 from sidecar.profiles import ModelProfile, ProfileOverrides, load_profile
 from sidecar.serve.keys import (
@@ -56,6 +60,7 @@ from sidecar.serve.keys import (
     ROUTER_LOAD,
     SATURATION,
     SETTINGS,
+    TRACER,
     TRAFFIC,
     UPSTREAM,
     Drain,
@@ -101,9 +106,11 @@ def make_app(
     registry: CollectorRegistry | None = None,
     profile: ModelProfile | None = None,
     remote_prober: RemoteImageProber | None = None,
+    tracer: Tracer | None = None,
 ) -> web.Application:
     """The traffic application, with metrics on ``registry``; ``remote_prober`` replaces the
-    one built from settings (tests inject one with a stub resolver)."""
+    one built from settings (tests inject one with a stub resolver), ``tracer`` the one the
+    ``OTEL_*`` variables describe (tests inject one with an in-memory exporter)."""
     profile = profile or load_profile(settings.model, ProfileOverrides.from_settings(settings))
     registry = registry or CollectorRegistry()
     metrics = Metrics(registry, model=model_label(settings, profile))
@@ -141,6 +148,11 @@ def make_app(
     app[ENGINE] = engine
     app[DRAIN] = Drain()
     app[TRAFFIC] = TrafficLog(settings, metrics.model)
+    app[TRACER] = tracer or tracer_from_environment(
+        os.environ,
+        on_dropped=metrics.trace_spans_dropped_child.inc,
+        warn=app[LOGGER].warning,
+    )
 
     router_load = RouterLoadCollector(
         metrics.model,
@@ -167,6 +179,7 @@ def make_app(
     app.cleanup_ctx.append(_upstream_session)
     app.cleanup_ctx.append(_engine_watcher)
     app.cleanup_ctx.append(_traffic_log)
+    app.cleanup_ctx.append(_tracer)
     # One route for every path: ``router`` reads the raw path as vLLM's server would.
     app.router.add_route("*", "/{tail:.*}", dispatch, expect_handler=expect_continue)
     return app
@@ -203,6 +216,12 @@ async def _traffic_log(app: web.Application) -> AsyncIterator[None]:
     traffic.stop()
     if traffic.dropped:
         app[LOGGER].warning("traffic_log.dropped", lines=traffic.dropped, path=traffic.path)
+
+
+async def _tracer(app: web.Application) -> AsyncIterator[None]:
+    yield
+    # Exports what is still queued: blocking, and as long as the collector takes to answer.
+    await asyncio.to_thread(app[TRACER].shutdown)
 
 
 async def _engine_watcher(app: web.Application) -> AsyncIterator[None]:
@@ -276,7 +295,14 @@ def make_metrics_app(traffic: web.Application, registry: CollectorRegistry) -> w
     """``/metrics``, ``/healthz`` and ``/readyz`` on the metrics port."""
     upstream, drain = traffic[UPSTREAM], traffic[DRAIN]
 
-    async def metrics(_: web.Request) -> web.Response:
+    async def metrics(request: web.Request) -> web.Response:
+        # OpenMetrics when the scraper asks for it (Prometheus does, with exemplar storage
+        # on): only that format carries the histograms' trace-id exemplars.
+        if "application/openmetrics-text" in request.headers.get("Accept", ""):
+            return web.Response(
+                body=openmetrics.generate_latest(registry),  # type: ignore[no-untyped-call]  # unannotated upstream
+                headers={"Content-Type": openmetrics.CONTENT_TYPE_LATEST},
+            )
         response = web.Response(body=generate_latest(registry))
         response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
         response.charset = "utf-8"

@@ -19,6 +19,7 @@ from sidecar.cost.pricer import Pricer
 from sidecar.engine import EngineFacts
 from sidecar.observe.metrics import Metrics
 from sidecar.observe.router_load import RouterLoadExposition
+from sidecar.observe.tracing import Tracer
 from sidecar.observe.traffic import TrafficLog
 from sidecar.profiles import ModelProfile
 from sidecar.profiles.kv_geometry import KvGeometry
@@ -63,3 +64,4 @@ ENGINE = web.AppKey("engine", EngineView)
 DRAIN = web.AppKey("drain", Drain)
 ROUTER_LOAD = web.AppKey("router_load", RouterLoadExposition)
 TRAFFIC = web.AppKey("traffic", TrafficLog)
+TRACER = web.AppKey("tracer", Tracer)

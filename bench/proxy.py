@@ -7,7 +7,10 @@ its own process on uvloop (the sidecar logs JSON to /dev/null, as it would to a 
 
 - ``direct``: the client talks to the stand-in;
 - ``bare``: through a minimal aiohttp pass-through proxy (below), the floor for any proxy;
-- ``sidecar``: through ``vlm-sidecar`` with its defaults and a 64 GiB in-flight KV budget.
+- ``sidecar``: through ``vlm-sidecar`` with its defaults and a 64 GiB in-flight KV budget;
+- ``traced``: the same sidecar with tracing on (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` at a
+  local OTLP/HTTP sink in a process of its own, the default ``parentbased_always_on``
+  sampler: every request's spans exported), beside ``sidecar`` so the two are side by side.
 
 Requests are sent one at a time, round-robin over the paths so all three see the same machine
 load, and timed from send to last byte (to the first body byte for streams). Workloads and
@@ -23,7 +26,8 @@ targets (``added`` is the sidecar's figure minus that of ``direct``, or of ``bar
     sidecar with a no-op ``Metrics``: at most 5 % of its CPU per request.
 
 It also times the pieces of one request in this process (parse, probe, decide, headers, the
-request's metrics and log line, exact text tokens from a chat template and tokenizer) to
+request's metrics and log line, its spans with tracing off and on, exact text tokens from a
+chat template and tokenizer) to
 show where the time goes, and each proxy's CPU time per
 request. ``--profile`` adds a cProfile of the sidecar serving both requests in-process.
 
@@ -69,7 +73,9 @@ from sidecar.admission.ledger import KvLedger
 from sidecar.cost.request_body import parse_request_body
 from sidecar.images.data_uri import validate_base64
 from sidecar.images.probe import probe_base64
+from sidecar.observe import tracing
 from sidecar.observe.log import configure_logging, get_logger
+from sidecar.observe.otel import OtelTracer
 from sidecar.observe.record import RequestRecord, UpstreamOutcome
 from sidecar.observe.usage import Usage
 from sidecar.routes import Route
@@ -157,9 +163,25 @@ def make_bare_proxy(upstream_url: str) -> web.Application:
     return app
 
 
+def make_otlp_sink() -> web.Application:
+    """An OTLP/HTTP endpoint that takes every batch and keeps nothing (the collector's cost
+    is not the sidecar's); an empty body is a valid ``ExportTraceServiceResponse``."""
+    app = web.Application(client_max_size=1 << 30)
+
+    async def traces(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
+    app.router.add_post("/v1/traces", traces)
+    return app
+
+
 def serve(kind: str, conn: Connection, upstream_url: str = "") -> None:
     """Child process: start one server, report its port, answer CPU-time queries, stop."""
     sys.stderr = DEVNULL
+    if kind == "traced":  # ``upstream_url`` is "<vLLM's URL> <the OTLP sink's URL>"
+        upstream_url, sink_url = upstream_url.split()
+        os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = sink_url + "/v1/traces"
     uvloop.run(_serve(kind, conn, upstream_url))
 
 
@@ -183,8 +205,9 @@ async def _serve(kind: str, conn: Connection, upstream_url: str) -> None:
             config = StandinConfig(served_model_name=QWEN, record_requests=False, load_images=False)
             server = await stack.enter_async_context(run_standin(config, host=HOST))
             port = server.port
-        elif kind == "bare":
-            runner = web.AppRunner(make_bare_proxy(upstream_url), access_log=None)
+        elif kind in ("bare", "otlp-sink"):
+            made = make_bare_proxy(upstream_url) if kind == "bare" else make_otlp_sink()
+            runner = web.AppRunner(made, access_log=None)
             await runner.setup()
             stack.push_async_callback(runner.cleanup)
             await web.TCPSite(runner, HOST, 0).start()
@@ -501,7 +524,42 @@ async def piece_costs(text_body: bytes, image_body: bytes) -> list[tuple[str, fl
                 )
             )
     log_to_devnull()
+    rows += await tracing_costs()
     app[RESIZE_POOL].shutdown()
+    return rows
+
+
+async def tracing_costs() -> list[tuple[str, float]]:
+    """One request's spans as the proxy makes them (request span, read_body, price, kv_wait,
+    upstream with its injected context), with tracing off and on (the SDK's spans, queued
+    for the batch worker, whose exporter here discards them)."""
+    headers = CIMultiDict(
+        {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+    )
+    record = RequestRecord("0123456789abcdef0123456789abcdef", Route.CHAT)
+    stages = (tracing.STAGE_READ_BODY, tracing.STAGE_PRICE, tracing.STAGE_KV_WAIT)
+
+    def spans(tracer: tracing.Tracer) -> None:
+        span = tracer.request_span(headers, Route.CHAT)
+        for name in stages:
+            with tracing.stage(name):
+                pass
+        with tracing.stage(tracing.STAGE_UPSTREAM) as upstream:
+            upstream.inject(CIMultiDict(headers))
+        span.end(record)
+
+    rows = [("spans of one request: tracing off", per_call_us(lambda: spans(tracing.NO_TRACING)))]
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class Discard(SpanExporter):
+        def export(self, batch: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    traced = OtelTracer.from_environment(
+        on_dropped=lambda _: None, warn=lambda event, **_: None, exporter=Discard()
+    )
+    rows.append(("spans of one request: tracing on (5 spans)", per_call_us(lambda: spans(traced))))
+    await asyncio.to_thread(traced.shutdown)
     return rows
 
 
@@ -585,16 +643,17 @@ async def run(quick: bool, profile: bool) -> int:
         ),
     ]
 
-    upstream = start("upstream")
-    wait_ready(upstream)
+    upstream, sink = start("upstream"), start("otlp-sink")
+    wait_ready(upstream, sink)
     proxies = [
         start("bare", upstream.url),
         start("sidecar", upstream.url),
         start("sidecar-noop-metrics", upstream.url),
+        start("traced", f"{upstream.url} {sink.url}"),
     ]
     wait_ready(*proxies)
-    bare, sidecar, noop = proxies
-    paths = {"direct": upstream, "bare": bare, "sidecar": sidecar}
+    bare, sidecar, noop, traced = proxies
+    paths = {"direct": upstream, "bare": bare, "sidecar": sidecar, "traced": traced}
     results: list[tuple[Workload, dict[str, list[float]], dict[str, float], dict[str, float]]] = []
     try:
         connector = aiohttp.TCPConnector(limit=0)
@@ -610,7 +669,7 @@ async def run(quick: bool, profile: bool) -> int:
             }
         profiled = await profile_sidecar(upstream.url, image, text, 40) if profile else ""
     finally:
-        for server in (*proxies, upstream):
+        for server in (*proxies, upstream, sink):
             server.stop()
 
     checks: list[Check] = []

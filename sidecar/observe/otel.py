@@ -77,7 +77,8 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
     """``BatchSpanProcessor`` that also reports the span it drops when its queue is full.
 
     The SDK only logs that drop; its queue is a bounded deque that pushes the oldest span out,
-    so a full queue at ``on_end`` means one span lost.
+    so a full queue at ``on_end`` means one span lost (or, if the worker takes a batch at that
+    very moment, a near miss counted as one).
     """
 
     def __init__(self, exporter: SpanExporter, on_dropped: DroppedSpans) -> None:

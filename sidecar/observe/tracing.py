@@ -205,26 +205,6 @@ def request_attributes(record: RequestRecord) -> dict[str, AttributeValue]:
     return attributes
 
 
-def tracer_from_environment(
-    environ: Mapping[str, str], *, on_dropped: DroppedSpans, warn: Warn
-) -> Tracer:
-    """The OpenTelemetry tracer when ``environ`` (the process environment) asks for one,
-    else ``NO_TRACING``; ``on_dropped(n)`` is told of spans that never reach the collector."""
-    if not tracing_requested(environ):
-        return NO_TRACING
-    try:
-        from sidecar.observe.otel import OtelTracer  # the otel extra: imported only when asked
-    except ImportError as exc:
-        warn(
-            "tracing.unavailable",
-            error=str(exc),
-            hint="OTEL_EXPORTER_OTLP_*ENDPOINT is set but the otel extra is not installed: "
-            "pip install 'vlm-sidecar[otel]'",
-        )
-        return NO_TRACING
-    return OtelTracer.from_environment(on_dropped=on_dropped, warn=warn)
-
-
 def tracing_requested(environ: Mapping[str, str]) -> bool:
     """True when an OTLP endpoint is configured and neither the SDK nor trace export is
     switched off (``OTEL_SDK_DISABLED``, ``OTEL_TRACES_EXPORTER=none``)."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import aiohttp
@@ -44,7 +45,15 @@ from sidecar.observe.router_load import (
     RouterLoadExposition,
     effective_load,
 )
-from sidecar.observe.tracing import Tracer, tracer_from_environment
+from sidecar.observe.tracing import (
+    NO_TRACING,
+    STAGE_REMOTE_FETCH,
+    DroppedSpans,
+    Tracer,
+    Warn,
+    stage,
+    tracing_requested,
+)
 from sidecar.observe.traffic import TrafficLog
 from sidecar.profiles import ModelProfile, ProfileOverrides, load_profile
 from sidecar.serve.keys import (
@@ -126,6 +135,8 @@ def make_app(
         _prompt_counter(settings, profile),
         _text_overhead(settings, profile),
     )
+    if pricer.remote is not None:
+        pricer.remote.fetch_span = partial(stage, STAGE_REMOTE_FETCH)
     saturation = SaturationGate(settings.saturation_kv_usage, settings.saturation_waiting_requests)
     engine = EngineView(kv=profile.kv, max_position_embeddings=profile.max_position_embeddings)
 
@@ -183,6 +194,26 @@ def make_app(
     # One route for every path: ``router`` reads the raw path as vLLM's server would.
     app.router.add_route("*", "/{tail:.*}", dispatch, expect_handler=expect_continue)
     return app
+
+
+def tracer_from_environment(
+    environ: Mapping[str, str], *, on_dropped: DroppedSpans, warn: Warn
+) -> Tracer:
+    """The OpenTelemetry tracer when ``environ`` (the process environment) asks for one,
+    else ``NO_TRACING``; ``on_dropped(n)`` is told of spans that never reach the collector."""
+    if not tracing_requested(environ):
+        return NO_TRACING
+    try:
+        from sidecar.observe.otel import OtelTracer  # the otel extra: imported only when asked
+    except ImportError as exc:
+        warn(
+            "tracing.unavailable",
+            error=str(exc),
+            hint="OTEL_EXPORTER_OTLP_*ENDPOINT is set but the otel extra is not installed: "
+            "pip install 'vlm-sidecar[otel]'",
+        )
+        return NO_TRACING
+    return OtelTracer.from_environment(on_dropped=on_dropped, warn=warn)
 
 
 def _prompt_counter(settings: Settings, profile: ModelProfile) -> PromptCounter | None:

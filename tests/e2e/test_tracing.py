@@ -15,9 +15,14 @@ from collections.abc import AsyncIterator
 import aiohttp
 import orjson
 import pytest
+from aiohttp import web
+from prometheus_client import CollectorRegistry
 
+from sidecar.serve.app import make_remote_prober
+from sidecar.serve.server import running_sidecar
+from sidecar.settings import Settings
 from sidecar.standin import StandinServer
-from tests.support.imaging import chat, image_url_part, jpeg_uri
+from tests.support.imaging import chat, image_bytes, image_url_part, jpeg_uri
 from tests.support.otlp import (
     SPAN_KIND_CLIENT,
     SPAN_KIND_SERVER,
@@ -27,7 +32,7 @@ from tests.support.otlp import (
     spans_where,
 )
 from tests.support.proxy_helpers import DECISION, VISUAL, post
-from tests.support.sidecars import SidecarFactory
+from tests.support.sidecars import QWEN, SidecarFactory
 
 CLIENT_TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_PARENT_ID = "00f067aa0ba902b7"
@@ -263,3 +268,47 @@ async def _dropped_spans(session: aiohttp.ClientSession, metrics_url: str) -> fl
         if line.startswith("vlm_sidecar_trace_spans_dropped_total{")
     ]
     return float(line.split()[-1])
+
+
+async def test_a_remote_image_fetch_is_a_child_of_pricing(
+    receiver: Receiver, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    photo = image_bytes(800, 600)
+
+    async def serve_photo(_: web.Request) -> web.Response:
+        return web.Response(body=photo, content_type="image/jpeg")
+
+    site = web.Application()
+    site.router.add_get("/cat.jpg", serve_photo)
+    runner = web.AppRunner(site, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = int(runner.addresses[0][1])
+    settings = Settings(
+        model=QWEN,
+        upstream_url=standin.url,
+        listen_host="127.0.0.1",
+        port=0,
+        metrics_port=0,
+        remote_images="probe",
+        engine_poll_seconds=0,
+    )
+
+    async def resolve(host: str, port: int) -> list[str]:
+        return ["127.0.0.1"] if host == "images.test" else []
+
+    prober = make_remote_prober(settings, resolver=resolve, address_allowed=lambda _: True)
+    try:
+        async with running_sidecar(
+            settings, registry=CollectorRegistry(), remote_prober=prober
+        ) as sidecar:
+            body = chat(image_url_part(f"http://images.test:{port}/cat.jpg"), max_tokens=8)
+            reply = await post(session, sidecar, body)
+            assert reply.status == 200, reply.body
+            spans = await _one_request(receiver)
+    finally:
+        await runner.cleanup()
+    (price,) = [s for s in spans if s.name == "vlm_sidecar.price"]
+    (fetch,) = [s for s in spans if s.name == "vlm_sidecar.remote_fetch"]
+    assert fetch.parent_span_id == price.span_id
+    assert _request_span(spans).attributes["vlm_sidecar.images"] == 1

@@ -197,19 +197,20 @@ class ThreadedReceiver:
         self._thread.join(10)
         self._loop.close()
 
-    def wait_for(
-        self, ready: Callable[[list[ReceivedSpan]], bool], *, timeout_seconds: float = 30.0
-    ) -> list[ReceivedSpan]:
-        """The received spans once ``ready`` says they are all there."""
-        receiver = self._receiver
-        if receiver is None:
-            raise RuntimeError("not started")
-        deadline = time.monotonic() + timeout_seconds
-        while True:
-            spans = list(receiver.received.spans)  # a copy: the receiver's thread appends
-            if ready(spans):
-                return spans
-            if time.monotonic() > deadline:
-                names = sorted({s.name for s in spans})
-                raise AssertionError(f"spans never arrived; got {names}")
-            time.sleep(0.05)
+
+def wait_for_spans(
+    receiver: Receiver,
+    ready: Callable[[list[ReceivedSpan]], bool],
+    *,
+    timeout_seconds: float = 30.0,
+) -> list[ReceivedSpan]:
+    """``spans_where`` for a test without an event loop (a ``ThreadedReceiver``'s)."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        spans = list(receiver.received.spans)  # a copy: the receiver's thread appends
+        if ready(spans):
+            return spans
+        if time.monotonic() > deadline:
+            names = sorted({s.name for s in spans})
+            raise AssertionError(f"spans never arrived; got {names}")
+        time.sleep(0.05)

@@ -3,8 +3,6 @@ traces; the request span's attributes from its record."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 from multidict import CIMultiDict
 
@@ -65,42 +63,6 @@ def test_tracing_off_is_one_shared_no_op_that_leaves_headers_alone() -> None:
 )
 def test_traces_are_asked_for_by_an_otlp_endpoint(environ: dict[str, str], requested: bool) -> None:
     assert tracing.tracing_requested(environ) is requested
-
-
-def test_no_endpoint_means_no_tracer_and_no_sdk_import() -> None:
-    events, warn = _warnings()
-    assert (
-        tracing.tracer_from_environment({}, on_dropped=_never_dropped, warn=warn)
-        is tracing.NO_TRACING
-    )
-    assert events == []
-
-
-def test_an_endpoint_without_the_otel_extra_warns_and_serves_untraced(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setitem(sys.modules, "sidecar.observe.otel", None)  # import fails, as uninstalled
-    events, warn = _warnings()
-    environ = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
-    tracer = tracing.tracer_from_environment(environ, on_dropped=_never_dropped, warn=warn)
-    assert tracer is tracing.NO_TRACING
-    assert events == ["tracing.unavailable"]
-
-
-def test_an_endpoint_with_the_extra_gives_a_tracer_that_records(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "0.1")  # nobody listens: give up
-    _, warn = _warnings()
-    environ = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"}
-    tracer = tracing.tracer_from_environment(environ, on_dropped=lambda _: None, warn=warn)
-    try:
-        assert tracer.enabled
-        span = tracer.request_span(CIMultiDict(TRACE_HEADERS), Route.CHAT)
-        assert span.trace_id == "4bf92f3577b34da6a3ce929d0e0e4736"
-        span.end(RequestRecord("r1", Route.CHAT))
-    finally:
-        tracer.shutdown()
 
 
 def test_request_attributes_name_the_decision_predictions_and_usage() -> None:

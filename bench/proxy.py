@@ -10,7 +10,11 @@ its own process on uvloop (the sidecar logs JSON to /dev/null, as it would to a 
 - ``sidecar``: through ``vlm-sidecar`` with its defaults and a 64 GiB in-flight KV budget;
 - ``traced``: the same sidecar with tracing on (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` at a
   local OTLP/HTTP sink in a process of its own, the default ``parentbased_always_on``
-  sampler: every request's spans exported), beside ``sidecar`` so the two are side by side.
+  sampler: every request's spans exported), beside ``sidecar`` so the two are side by side;
+- with ``--before DIR`` (a checkout of an earlier commit, e.g. ``git archive <commit> | tar -x
+  -C DIR``), ``before`` and ``now``: ``python -m sidecar serve`` from DIR and from this tree, as
+  deployed, configured by ``SIDECAR_*`` variables only, so a change's cost is measured side by
+  side on the same machine load.
 
 Requests are sent one at a time, round-robin over the paths so all three see the same machine
 load, and timed from send to last byte (to the first body byte for streams). Workloads and
@@ -49,7 +53,9 @@ import io
 import multiprocessing
 import os
 import pstats
+import socket
 import statistics
+import subprocess
 import sys
 import time
 import timeit
@@ -88,6 +94,7 @@ from sidecar.settings import LogFormat, Settings
 from sidecar.standin import StandinConfig, run_standin
 
 QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the tree this file is in
 # Set by --glibc-defaults; read by the sidecar process, spawned after it is set.
 GLIBC_DEFAULTS_ENV = "VLM_BENCH_GLIBC_DEFAULTS"
 HOST = "127.0.0.1"
@@ -283,6 +290,71 @@ class Server:
             self.process.kill()
 
 
+@dataclass
+class CliServer:
+    """``python -m sidecar serve`` in a process of its own, from the tree at ``source``."""
+
+    kind: str
+    process: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU seconds of the process, all threads (``/proc/<pid>/stat``)."""
+        with open(f"/proc/{self.process.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def start_cli(kind: str, source: str, upstream_url: str) -> CliServer:
+    port, metrics_port = free_port(), free_port()
+    env = {
+        key: value for key, value in os.environ.items() if not key.startswith(("SIDECAR_", "OTEL_"))
+    }
+    env |= {
+        "PYTHONPATH": source,
+        "SIDECAR_MODEL": QWEN,
+        "SIDECAR_UPSTREAM_URL": upstream_url,
+        "SIDECAR_LISTEN_HOST": HOST,
+        "SIDECAR_PORT": str(port),
+        "SIDECAR_METRICS_PORT": str(metrics_port),
+        "SIDECAR_KV_BUDGET_BYTES": "64GiB",
+        "SIDECAR_LOG_FORMAT": "json",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sidecar", "serve"],
+        cwd=source,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1):
+            return CliServer(kind, process, port)
+        if process.poll() is not None:
+            raise RuntimeError(f"{kind}: python -m sidecar serve exited with {process.returncode}")
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"{kind} did not start")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
 def start(kind: str, upstream_url: str = "") -> Server:
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
@@ -344,7 +416,7 @@ async def one(session: aiohttp.ClientSession, url: str, body: bytes, first_byte:
 
 
 async def latencies(
-    session: aiohttp.ClientSession, paths: dict[str, Server], work: Workload
+    session: aiohttp.ClientSession, paths: dict[str, Server | CliServer], work: Workload
 ) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Seconds per request for each path, sent one at a time, round-robin; and each proxy's
     CPU seconds per request over the same requests (the upstream serves all three paths)."""
@@ -622,7 +694,7 @@ async def profile_sidecar(
     return out.getvalue()
 
 
-async def run(quick: bool, profile: bool) -> int:
+async def run(quick: bool, profile: bool, before: str | None = None) -> int:
     scale = 0.25 if quick else 1.0
     jpeg = photo_jpeg()
     text = chat_body(max_tokens=64)
@@ -653,7 +725,13 @@ async def run(quick: bool, profile: bool) -> int:
     ]
     wait_ready(*proxies)
     bare, sidecar, noop, traced = proxies
-    paths = {"direct": upstream, "bare": bare, "sidecar": sidecar, "traced": traced}
+    paths: dict[str, Server | CliServer] = {
+        "direct": upstream, "bare": bare, "sidecar": sidecar, "traced": traced,
+    }  # fmt: skip
+    clis = []
+    if before is not None:
+        clis = [start_cli("before", before, upstream.url), start_cli("now", ROOT, upstream.url)]
+        paths |= {cli.kind: cli for cli in clis}
     results: list[tuple[Workload, dict[str, list[float]], dict[str, float], dict[str, float]]] = []
     try:
         connector = aiohttp.TCPConnector(limit=0)
@@ -669,7 +747,7 @@ async def run(quick: bool, profile: bool) -> int:
             }
         profiled = await profile_sidecar(upstream.url, image, text, 40) if profile else ""
     finally:
-        for server in (*proxies, upstream, sink):
+        for server in (*proxies, *clis, upstream, sink):
             server.stop()
 
     checks: list[Check] = []
@@ -803,6 +881,12 @@ def main() -> int:
         action="store_true",
         help="run the sidecar without its allocator tuning (glibc's defaults, as the bare proxy)",
     )
+    parser.add_argument(
+        "--before",
+        metavar="DIR",
+        help="also serve through `python -m sidecar serve` from DIR (an earlier checkout) "
+        "and from this tree, side by side",
+    )
     arguments = parser.parse_args()
     if arguments.glibc_defaults:
         os.environ[GLIBC_DEFAULTS_ENV] = "1"
@@ -812,7 +896,7 @@ def main() -> int:
             "MALLOC_TRIM_THRESHOLD_": str(256 << 20),
         }
     started = time.perf_counter()
-    code = uvloop.run(run(arguments.quick, arguments.profile))
+    code = uvloop.run(run(arguments.quick, arguments.profile, arguments.before))
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return code
 

@@ -168,6 +168,7 @@ class RequestRecord:
         if forwarded is not None:
             # The request as vLLM got it: the same figures as the headers and the metrics.
             fields["predicted_prompt_tokens"] = forwarded.prompt_tokens
+            fields["prompt_tokens_exact"] = forwarded.prompt_tokens_exact
             fields["predicted_visual_tokens"] = forwarded.visual_tokens
             fields["predicted_kv_bytes"] = forwarded.kv_bytes
             fields["images"] = _image_fields(forwarded)

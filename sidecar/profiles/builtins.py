@@ -2,7 +2,7 @@
 
 Each entry holds the subset of the checkpoint's ``config.json`` and
 ``preprocessor_config.json`` that the prediction reads, transcribed from the Hugging Face
-repositories (see ``shared/reference/model-configs.md``). Built-ins go through exactly the
+repositories (or public copies of gated ones). Built-ins go through exactly the
 same loader as a model directory, so a built-in and the real directory give one profile.
 ``parameter_count`` is the safetensors total, used only by ``plan`` for weight memory.
 """
@@ -163,7 +163,7 @@ def _pixtral_preprocessor(
 
 
 # --- Tile / anyres families -------------------------------------------------------------------
-# Processor values: shared/reference/model-configs.md (sources and confidence per checkpoint).
+# Processor values: each checkpoint's preprocessor_config.json (the oracle tests hold the rules).
 _LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
 _LLAVA_ONEVISION_PINPOINTS = [[384 * i, 384 * j] for i in range(1, 7) for j in range(1, 7)]
 # InternVL3-*-hf processor_config.json (image_seq_length, <img>/</img>/<IMG_CONTEXT>) and the
@@ -307,7 +307,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     ),
     # config.json: public Mistral-Small-3.1-24B-Instruct-2503 copies (spatial_merge_size 2,
     # vision image_size 1540, patch 14); preprocessor/processor: Mistral-Small-3.x siblings
-    # (patch 14, longest_edge 1540, spatial_merge_size 2), see shared/reference/model-configs.md.
+    # (patch 14, longest_edge 1540, spatial_merge_size 2).
     "mistralai/Mistral-Small-3.1-24B-Instruct-2503": BuiltinModel(
         config={
             "model_type": "mistral3",
@@ -337,7 +337,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
         preprocessor=_MLLAMA_PREPROCESSOR,
     ),
     # config.json: GLM-4.1V-9B text 4096/40 layers/32 heads/2 KV heads (public copies of the
-    # checkpoint's config); 65,536 positions (model card). Preprocessor: model-configs.md
+    # checkpoint's config); 65,536 positions (model card). Preprocessor: public copies
     # (medium confidence: AutoGLM-Phone-9B / GLM-4.6V-Flash copies, same values as the
     # transformers smart_resize defaults 112*112 and 14*14*2*2*2*6144).
     "zai-org/GLM-4.1V-9B-Thinking": BuiltinModel(
@@ -364,7 +364,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     # config.json: model_type, pinpoints and the "default" strategy as in the repo's file (copies in
     # laion/llava-v1.6-mistral-7b_openvino_int8, Ayush374/quantised_llava); the text tower is
     # Mistral-7B-Instruct-v0.2: 32 layers, 32 heads, 8 KV heads of 128, 32,768 positions, no
-    # sliding window. Preprocessor + processor_config.json values: model-configs.md.
+    # sliding window. Preprocessor + processor_config.json values: the same copies.
     "llava-hf/llava-v1.6-mistral-7b-hf": BuiltinModel(
         config={
             "model_type": "llava_next",
@@ -393,7 +393,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     # config.json: pinpoints from mgoin/llava-onevision-qwen2-7b-ov-hf-bnb-full-4bit
     # (_name_or_path llava-hf/llava-onevision-qwen2-7b-ov-hf); text tower Qwen2-7B-Instruct:
     # 28 layers, 28 heads, 4 KV heads of 128, 32,768 positions. Processor values:
-    # model-configs.md (num_image_tokens 729, "full", anyres_max_9).
+    # the same repository's (num_image_tokens 729, "full", anyres_max_9).
     "llava-hf/llava-onevision-qwen2-7b-ov-hf": BuiltinModel(
         config={
             "model_type": "llava_onevision",
@@ -435,7 +435,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     ),
     # config.json: Llama-3.1-8B-Instruct text tower (32 layers, 32 heads, 8 KV heads of 128,
     # 131,072 positions); SigLIP at 364 px, patch 14, scale_factor 2 -> 169 tokens a crop.
-    # Preprocessor: model-configs.md (1456 / 364, medium confidence).
+    # Preprocessor: public copies (1456 / 364, medium confidence).
     "HuggingFaceM4/Idefics3-8B-Llama3": BuiltinModel(
         config={
             "model_type": "idefics3",
@@ -448,7 +448,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     ),
     # config.json: SmolLM2-1.7B-based text tower (24 layers, 32 heads, 32 KV heads of 64,
     # 16,384 positions; the SmolVLM 2B text config as quoted in public ports); SigLIP at 384 px,
-    # patch 14, scale_factor 3 -> 81 tokens a crop. Preprocessor: model-configs.md.
+    # patch 14, scale_factor 3 -> 81 tokens a crop. Preprocessor: the same ports.
     "HuggingFaceTB/SmolVLM2-2.2B-Instruct": BuiltinModel(
         config={
             "model_type": "smolvlm",
@@ -464,7 +464,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     # Llama-4-Scout-17B-16E config.json quoted in AMD-AGI/Primus#165; the Instruct model's
     # 10,485,760 positions (40x the base model's, huggingface/text-generation-inference#3245).
     # Vision: 336 px, patch 14, pixel_shuffle_ratio 0.5 (the same config's vision_config).
-    # Processor values: Llama4ImageProcessor / Llama4Processor class defaults (model-configs.md).
+    # Processor values: Llama4ImageProcessor / Llama4Processor class defaults (transformers).
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": _llama4(10485760, None),
     # MoE in every other layer (128 experts); attention as Scout's: 48 layers, 40 heads, 8 KV
     # heads of 128, attention_chunk_size 8192, default NoPE interval 4, bfloat16; 1,048,576

@@ -9,7 +9,7 @@ GLM resizes), ``tiling`` (downscale geometry and the ``TiledDownscale`` mixin), 
 ``NoPixelRange`` mixin for processors that ignore vLLM's pixel bounds.
 
 Adding a family: write ``sidecar/vision/<family>.py`` with a rule class and a
-``from_configs(config, preprocessor)`` constructor, register it in
+``from_configs(family, config, preprocessor)`` constructor, register it in
 ``sidecar.profiles``, and add its oracle family to a ``tests/oracle/test_vision_oracle*.py``
 module (shared sampling and checks: ``tests/support/oracle_helpers.py``).
 """

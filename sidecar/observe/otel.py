@@ -15,7 +15,10 @@ never requests: a failed export and a span that finds the queue full are both co
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+import time
 from collections.abc import Sequence
 from types import TracebackType
 
@@ -44,6 +47,7 @@ from sidecar.routes import Route
 
 DEFAULT_SERVICE_NAME = "vlm-sidecar"
 INSTRUMENTATION_NAME = "vlm_sidecar"
+SDK_LOG_INTERVAL_SECONDS = 60.0  # one event per distinct SDK message per interval
 
 _PROPAGATOR = TraceContextTextMapPropagator()  # traceparent and tracestate; baggage passes as is
 _CURRENT = span_context_var()
@@ -101,6 +105,44 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         super().on_end(span)
 
 
+class SdkLogBridge(logging.Handler):
+    """The SDK's own log records (``opentelemetry.*``: "Failed to export spans batch", "Queue
+    full, dropping Span") as the sidecar's structured events, so the JSON log stays JSON.
+
+    A dead collector repeats the same message for every batch; each distinct message is
+    passed on at most once a minute (the dropped spans themselves are counted exactly).
+    """
+
+    def __init__(self, warn: Warn, interval_seconds: float = SDK_LOG_INTERVAL_SECONDS) -> None:
+        super().__init__(logging.WARNING)
+        self._warn = warn
+        self._interval = interval_seconds
+        self._last: dict[str, float] = {}
+        self._guard = threading.Lock()  # the batch worker thread logs too
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        now = time.monotonic()
+        with self._guard:
+            if now - self._last.get(message, -self._interval) < self._interval:
+                return
+            self._last[message] = now
+        self._warn(
+            "tracing.sdk", logger=record.name, level=record.levelname.lower(), message=message
+        )
+
+
+def bridge_sdk_logs(warn: Warn) -> SdkLogBridge:
+    """Send the ``opentelemetry`` loggers' records to ``warn`` instead of stderr."""
+    bridge = SdkLogBridge(warn)
+    sdk_logger = logging.getLogger("opentelemetry")
+    for handler in [h for h in sdk_logger.handlers if isinstance(h, SdkLogBridge)]:
+        sdk_logger.removeHandler(handler)  # one bridge per process: the latest tracer's
+    sdk_logger.addHandler(bridge)
+    sdk_logger.propagate = False
+    return bridge
+
+
 class OtelTracer(Tracer):
     """Request spans from the SDK, exported over OTLP/HTTP in the background."""
 
@@ -117,6 +159,7 @@ class OtelTracer(Tracer):
         """The tracer the ``OTEL_*`` variables describe (read from ``os.environ``, as the SDK
         reads them); ``exporter`` replaces the OTLP one (tests)."""
         environ = os.environ
+        bridge_sdk_logs(warn)
         protocol = environ.get(
             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
         ).strip()

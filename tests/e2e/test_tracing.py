@@ -17,6 +17,7 @@ import orjson
 import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from sidecar.serve.app import make_remote_prober
 from sidecar.serve.server import running_sidecar
@@ -248,15 +249,20 @@ async def test_a_dead_collector_costs_spans_never_requests(
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "0.5")
     sidecar = await make_sidecar()
-    for _ in range(3):
-        reply = await post(session, sidecar, IMAGE_CHAT)
-        assert reply.status == 200, reply.body
-    metrics_url = f"http://127.0.0.1:{sidecar.metrics_port}/metrics"
-    deadline = asyncio.get_running_loop().time() + 10
-    while (dropped := await _dropped_spans(session, metrics_url)) == 0:
-        assert asyncio.get_running_loop().time() < deadline, "no span was counted as dropped"
-        await asyncio.sleep(0.05)
-    assert dropped >= 3  # one request span each, at least
+    with capture_logs() as logs:
+        for _ in range(3):
+            reply = await post(session, sidecar, IMAGE_CHAT)
+            assert reply.status == 200, reply.body
+        metrics_url = f"http://127.0.0.1:{sidecar.metrics_port}/metrics"
+        deadline = asyncio.get_running_loop().time() + 15
+        # Five spans a request (itself, read_body, price, kv_wait, upstream), all lost.
+        while (dropped := await _dropped_spans(session, metrics_url)) < 15:
+            assert asyncio.get_running_loop().time() < deadline, f"{dropped} spans counted"
+            await asyncio.sleep(0.05)
+    assert dropped == 15
+    sdk = [line for line in logs if line["event"] == "tracing.sdk"]
+    assert sdk, "the SDK's export failure is a structured event"
+    assert "Failed to export" in str(sdk[0]["message"])
 
 
 async def _dropped_spans(session: aiohttp.ClientSession, metrics_url: str) -> float:

@@ -5,6 +5,8 @@ and a span that is never exported is counted."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 
@@ -230,3 +232,32 @@ def test_the_processor_counts_nothing_while_the_collector_keeps_up() -> None:
     processor = CountingBatchSpanProcessor(CountingExporter(memory, dropped.append), dropped.append)
     processor.shutdown()  # type: ignore[no-untyped-call]  # the SDK leaves it unannotated
     assert dropped == []
+
+
+def test_the_sdks_own_warnings_become_events_once_a_minute_not_raw_stderr_lines() -> None:
+    # A process of its own: pytest hooks its capture handlers into every logger.
+    code = """
+import logging
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from sidecar.observe.otel import OtelTracer
+
+def warn(event, **fields):
+    print("EVENT", event, fields["message"])
+
+tracer = OtelTracer.from_environment(
+    on_dropped=lambda _: None, warn=warn, exporter=InMemorySpanExporter()
+)
+sdk = logging.getLogger("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+for _ in range(3):
+    sdk.warning("Failed to export spans batch due to timeout, max retries or shutdown.")
+sdk.warning("Queue full, dropping %s.", "Span")
+tracer.shutdown()
+"""
+    done = subprocess.run(  # noqa: S603 - this interpreter, our own code
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.splitlines() == [
+        "EVENT tracing.sdk Failed to export spans batch due to timeout, max retries or shutdown.",
+        "EVENT tracing.sdk Queue full, dropping Span.",
+    ]
+    assert done.stderr == ""  # nothing raw beside the sidecar's JSON lines

@@ -318,3 +318,39 @@ async def test_a_remote_image_fetch_is_a_child_of_pricing(
     (fetch,) = [s for s in spans if s.name == "vlm_sidecar.remote_fetch"]
     assert fetch.parent_span_id == price.span_id
     assert _request_span(spans).attributes["vlm_sidecar.images"] == 1
+
+
+async def test_a_client_that_samples_out_is_followed_and_vllm_is_told_so(
+    receiver: Receiver,
+    make_sidecar: SidecarFactory,
+    standin: StandinServer,
+    session: aiohttp.ClientSession,
+) -> None:
+    sidecar = await make_sidecar()
+    unsampled = {"traceparent": f"00-{CLIENT_TRACE_ID}-{CLIENT_PARENT_ID}-00"}
+    reply = await post(session, sidecar, IMAGE_CHAT, headers=unsampled)
+    assert reply.status == 200, reply.body
+    sent = standin.requests[-1].headers["traceparent"]
+    match = TRACEPARENT.match(sent)
+    assert match is not None, sent
+    assert match.group(1) == CLIENT_TRACE_ID
+    assert int(sent.rsplit("-", 1)[1], 16) & 1 == 0  # not sampled, as the client said
+    # The next, sampled request's spans arrive alone: nothing was recorded for this one.
+    reply = await post(session, sidecar, IMAGE_CHAT, headers=TRACE_HEADERS)
+    assert reply.status == 200, reply.body
+    spans = await _one_request(receiver)
+    assert len([s for s in spans if s.kind == SPAN_KIND_SERVER]) == 1
+
+
+async def test_shadow_mode_traces_what_it_would_have_done(
+    receiver: Receiver, make_sidecar: SidecarFactory, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar(mode="shadow", max_image_tokens=100)
+    reply = await post(session, sidecar, IMAGE_CHAT, headers=TRACE_HEADERS)
+    assert reply.status == 200, reply.body
+    spans = await _one_request(receiver)
+    attributes = _request_span(spans).attributes
+    assert attributes["vlm_sidecar.mode"] == "shadow"
+    assert attributes["vlm_sidecar.decision"] == "reject"  # would have been
+    assert attributes["http.response.status_code"] == 200  # what the client got
+    assert "vlm_sidecar.upstream" in {s.name for s in spans}

@@ -283,6 +283,10 @@ class Metrics:
         self.upstream_errors = counter(
             "upstream_errors_total", "Failures talking to vLLM, by kind.", ("model", "kind")
         )
+        self.trace_spans_dropped = counter(
+            "trace_spans_dropped_total",
+            "Trace spans never exported: the OTLP export failed or the span queue was full.",
+        )
         self.budgets = {
             name: gauge(f"budget_{name}", f"SIDECAR_{name.upper()} in force now; 0: unlimited.")
             for name in BUDGET_NAMES
@@ -368,6 +372,7 @@ class Metrics:
         self.video_seconds_child = self.video_seconds.labels(model)
         self.downscaled_images_child = self.downscaled_images.labels(model)
         self.downscale_seconds_child = self.downscale_seconds.labels(model)
+        self.trace_spans_dropped_child = self.trace_spans_dropped.labels(model)
         self.queue_wait_seconds_child = self.queue_wait_seconds.labels(model)
         for label in PriorityPolicy().band_labels:  # watch_bands adds the operator's bands
             self.band(label)

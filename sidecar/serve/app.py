@@ -9,13 +9,17 @@ queue behind traffic) serves ``/metrics``, ``/healthz`` (the process is up) and 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.openmetrics import exposition as openmetrics
 
 from sidecar.admission.budgets import Budgets, BudgetsInForce
 from sidecar.admission.discipline import PriorityPolicy
@@ -43,6 +47,15 @@ from sidecar.observe.router_load import (
     RouterLoadExposition,
     effective_load,
 )
+from sidecar.observe.tracing import (
+    NO_TRACING,
+    STAGE_REMOTE_FETCH,
+    DroppedSpans,
+    Tracer,
+    Warn,
+    stage,
+    tracing_requested,
+)
 from sidecar.observe.traffic import TrafficLog
 from sidecar.profiles import ModelProfile, ProfileOverrides, load_profile
 from sidecar.serve.keys import (
@@ -60,6 +73,7 @@ from sidecar.serve.keys import (
     ROUTER_LOAD,
     SATURATION,
     SETTINGS,
+    TRACER,
     TRAFFIC,
     UPSTREAM,
     Drain,
@@ -105,9 +119,11 @@ def make_app(
     registry: CollectorRegistry | None = None,
     profile: ModelProfile | None = None,
     remote_prober: RemoteImageProber | None = None,
+    tracer: Tracer | None = None,
 ) -> web.Application:
     """The traffic application, with metrics on ``registry``; ``remote_prober`` replaces the
-    one built from settings (tests inject one with a stub resolver)."""
+    one built from settings (tests inject one with a stub resolver), ``tracer`` the one the
+    ``OTEL_*`` variables describe (tests inject one with an in-memory exporter)."""
     profile = profile or load_profile(
         settings.model,
         ProfileOverrides.from_settings(settings),
@@ -139,6 +155,8 @@ def make_app(
         _text_overhead(settings, profile),
         engine=calibration.prices,
     )
+    if pricer.remote is not None:
+        pricer.remote.fetch_span = partial(stage, STAGE_REMOTE_FETCH)
     saturation = SaturationGate(settings.saturation_kv_usage, settings.saturation_waiting_requests)
 
     # The inspected routes read and bound the body themselves; pass-through streams it.
@@ -162,6 +180,11 @@ def make_app(
     app[CALIBRATION] = calibration
     app[DRAIN] = Drain()
     app[TRAFFIC] = TrafficLog(settings, metrics.model)
+    app[TRACER] = tracer or tracer_from_environment(
+        os.environ,
+        on_dropped=metrics.trace_spans_dropped_child.inc,
+        warn=app[LOGGER].warning,
+    )
 
     router_load = RouterLoadCollector(
         metrics.model,
@@ -190,9 +213,30 @@ def make_app(
     app.cleanup_ctx.append(_upstream_session)
     app.cleanup_ctx.append(_engine_watcher)
     app.cleanup_ctx.append(_traffic_log)
+    app.cleanup_ctx.append(_tracer)
     # One route for every path: ``router`` reads the raw path as vLLM's server would.
     app.router.add_route("*", "/{tail:.*}", dispatch, expect_handler=expect_continue)
     return app
+
+
+def tracer_from_environment(
+    environ: Mapping[str, str], *, on_dropped: DroppedSpans, warn: Warn
+) -> Tracer:
+    """The OpenTelemetry tracer when ``environ`` (the process environment) asks for one,
+    else ``NO_TRACING``; ``on_dropped(n)`` is told of spans that never reach the collector."""
+    if not tracing_requested(environ):
+        return NO_TRACING
+    try:
+        from sidecar.observe.otel import OtelTracer  # the otel extra: imported only when asked
+    except ImportError as exc:
+        warn(
+            "tracing.unavailable",
+            error=str(exc),
+            hint="OTEL_EXPORTER_OTLP_*ENDPOINT is set but the otel extra is not installed: "
+            "pip install 'vlm-sidecar[otel]'",
+        )
+        return NO_TRACING
+    return OtelTracer.from_environment(on_dropped=on_dropped, warn=warn)
 
 
 def _prompt_counter(settings: Settings, profile: ModelProfile) -> PromptCounter | None:
@@ -226,6 +270,12 @@ async def _traffic_log(app: web.Application) -> AsyncIterator[None]:
     traffic.stop()
     if traffic.dropped:
         app[LOGGER].warning("traffic_log.dropped", lines=traffic.dropped, path=traffic.path)
+
+
+async def _tracer(app: web.Application) -> AsyncIterator[None]:
+    yield
+    # Exports what is still queued: blocking, and as long as the collector takes to answer.
+    await asyncio.to_thread(app[TRACER].shutdown)
 
 
 async def _engine_watcher(app: web.Application) -> AsyncIterator[None]:
@@ -313,7 +363,14 @@ def make_metrics_app(traffic: web.Application, registry: CollectorRegistry) -> w
     """``/metrics``, ``/healthz`` and ``/readyz`` on the metrics port."""
     upstream, drain, calibration = traffic[UPSTREAM], traffic[DRAIN], traffic[CALIBRATION]
 
-    async def metrics(_: web.Request) -> web.Response:
+    async def metrics(request: web.Request) -> web.Response:
+        # OpenMetrics when the scraper asks for it (Prometheus does, with exemplar storage
+        # on): only that format carries the histograms' trace-id exemplars.
+        if "application/openmetrics-text" in request.headers.get("Accept", ""):
+            return web.Response(
+                body=openmetrics.generate_latest(registry),  # type: ignore[no-untyped-call]  # unannotated upstream
+                headers={"Content-Type": openmetrics.CONTENT_TYPE_LATEST},
+            )
         response = web.Response(body=generate_latest(registry))
         response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
         response.charset = "utf-8"

@@ -21,6 +21,7 @@ from sidecar.engine import EngineFacts
 from sidecar.engine.calibration import EngineCalibration
 from sidecar.observe.metrics import Metrics
 from sidecar.observe.router_load import RouterLoadExposition
+from sidecar.observe.tracing import Tracer
 from sidecar.observe.traffic import TrafficLog
 from sidecar.profiles import ModelProfile
 from sidecar.profiles.kv_geometry import KvGeometry
@@ -67,3 +68,4 @@ CALIBRATION = web.AppKey("calibration", EngineCalibration)
 DRAIN = web.AppKey("drain", Drain)
 ROUTER_LOAD = web.AppKey("router_load", RouterLoadExposition)
 TRAFFIC = web.AppKey("traffic", TrafficLog)
+TRACER = web.AppKey("tracer", Tracer)

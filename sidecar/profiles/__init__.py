@@ -12,8 +12,8 @@ video rules registered per ``model_type``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from sidecar.errors import ConfigurationError
 from sidecar.profiles.builtins import BUILTIN_MODELS
 from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.profiles.model_config import read_text_model, text_config, validated_context_tokens
+from sidecar.profiles.processor_kwargs import SERVER_KWARGS, ProcessorKwargs
 from sidecar.settings import Settings
 from sidecar.video import VideoRule
 from sidecar.video.qwen import QwenVideoRule
@@ -93,6 +94,13 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "llama4": Llama4Rule.from_configs,
 }
 
+# The --mm-processor-kwargs knobs that reach each family's count (processor_kwargs); the
+# pixel bounds reach the Qwen-style families through with_pixel_range instead.
+PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
+    "gemma3": frozenset({"do_pan_and_scan"}),
+    "internvl": frozenset({"min_patches", "max_patches"}),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class ProfileOverrides:
@@ -100,6 +108,7 @@ class ProfileOverrides:
 
     min_pixels: int | None = None
     max_pixels: int | None = None
+    mm_processor_kwargs: Mapping[str, Any] = field(default_factory=dict)  # pixel bounds too
     kv_cache_dtype: str = "auto"
     tensor_parallel_size: int = 1
     block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
@@ -112,6 +121,7 @@ class ProfileOverrides:
         return cls(
             min_pixels=settings.min_pixels,
             max_pixels=settings.max_pixels,
+            mm_processor_kwargs=settings.mm_processor_kwargs,
             kv_cache_dtype=settings.kv_cache_dtype,
             tensor_parallel_size=settings.tensor_parallel_size,
             # Unset: vLLM's own once the engine is read (serve.app.apply_engine_facts).
@@ -185,6 +195,12 @@ def builtin_model_names() -> list[str]:
 def load_profile(model: str, overrides: ProfileOverrides | None = None) -> ModelProfile:
     """Profile for a built-in id or a model directory; ConfigurationError if neither."""
     overrides = overrides or ProfileOverrides()
+    kwargs = ProcessorKwargs.from_settings_values(
+        overrides.mm_processor_kwargs,
+        min_pixels=overrides.min_pixels,
+        max_pixels=overrides.max_pixels,
+    )
+    overrides = replace(overrides, min_pixels=kwargs.min_pixels, max_pixels=kwargs.max_pixels)
     builtin = _find_builtin(model)
     if builtin is not None:
         entry = BUILTIN_MODELS[builtin]
@@ -194,10 +210,11 @@ def load_profile(model: str, overrides: ProfileOverrides | None = None) -> Model
             entry.preprocessor,
             source="builtin",
             video_preprocessor=entry.video_preprocessor,
+            processor_kwargs=kwargs,
         )
         profile = replace(profile, parameter_count=entry.parameter_count)
     elif Path(model).is_dir():
-        profile = _profile_from_directory(Path(model))
+        profile = _profile_from_directory(Path(model), kwargs)
     else:
         raise ConfigurationError(
             f"unknown model {model!r}: not a built-in profile and not a model directory. "
@@ -213,8 +230,13 @@ def profile_from_configs(
     *,
     source: str,
     video_preprocessor: dict[str, Any] | None = None,
+    processor_kwargs: ProcessorKwargs | None = None,
 ) -> ModelProfile:
     """Build a profile from parsed ``config.json`` and preprocessor config values.
+
+    ``processor_kwargs`` are the server's ``--mm-processor-kwargs``: the family's knobs are
+    merged over ``preprocessor`` as vLLM merges them, and kept as given under
+    ``SERVER_KWARGS`` for rules whose processor reads them apart from its files.
 
     ``video_preprocessor`` None means the checkpoint has no video processor config, and, as
     transformers' ``BaseVideoProcessor.get_video_processor_dict`` does, the video processor is
@@ -228,6 +250,11 @@ def profile_from_configs(
             f"support; supported: {', '.join(sorted(VISION_RULES))}"
         )
     text = text_config(config)
+    knobs = (processor_kwargs or ProcessorKwargs({})).for_family(
+        name, model_type, PROCESSOR_KNOBS.get(model_type, frozenset())
+    )
+    if knobs:
+        preprocessor = {**preprocessor, **knobs, SERVER_KWARGS: knobs}
     try:
         vision = factory(model_type, config, preprocessor)
         video_factory = VIDEO_RULES.get(model_type)
@@ -271,7 +298,7 @@ def _find_builtin(model: str) -> str | None:
     return None
 
 
-def _profile_from_directory(directory: Path) -> ModelProfile:
+def _profile_from_directory(directory: Path, kwargs: ProcessorKwargs) -> ModelProfile:
     config = _read_json(directory / "config.json")
     preprocessor: dict[str, Any] = {}
     for candidate in ("preprocessor_config.json", "processor_config.json"):
@@ -286,6 +313,7 @@ def _profile_from_directory(directory: Path) -> ModelProfile:
         preprocessor,
         source=str(directory),
         video_preprocessor=_video_preprocessor(directory, preprocessor),
+        processor_kwargs=kwargs,
     )
     return replace(profile, parameter_count=_parameter_count(directory, profile))
 

@@ -29,6 +29,8 @@ from sidecar.vision import VisionRule
 from sidecar.vision.anyres import AnyresRule
 from sidecar.vision.fixed import FixedTokensRule
 from sidecar.vision.gemma3 import Gemma3Rule
+from sidecar.vision.gemma4 import PROCESSOR_KNOBS as GEMMA4_KNOBS
+from sidecar.vision.gemma4 import Gemma4Rule
 from sidecar.vision.glm4v import Glm4vSmartResizeRule
 from sidecar.vision.idefics3 import SplitImageRule
 from sidecar.vision.internvl import InternVLRule
@@ -83,6 +85,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "qwen3_vl_moe": _as_family(QwenSmartResizeRule.from_configs, "qwen3_vl"),
     "llava": _llava_rule,
     "gemma3": Gemma3Rule.from_configs,
+    "gemma4": Gemma4Rule.from_configs,
     "mistral3": PixtralRule.from_configs,
     "mllama": MllamaRule.from_configs,
     "glm4v": Glm4vSmartResizeRule.from_configs,
@@ -98,6 +101,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
 # pixel bounds reach the Qwen-style families through with_pixel_range instead.
 PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "gemma3": frozenset({"do_pan_and_scan"}),
+    "gemma4": GEMMA4_KNOBS,
     "internvl": frozenset({"min_patches", "max_patches"}),
 }
 

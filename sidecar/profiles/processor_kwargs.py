@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.errors import ConfigurationError
+from sidecar.vision import SERVER_KWARGS
+
+__all__ = ["SERVER_KWARGS", "ProcessorKwargs"]
 
 PIXEL_KNOBS = frozenset({"min_pixels", "max_pixels"})
 
@@ -43,11 +46,6 @@ COUNT_NEUTRAL_KNOBS = frozenset(
 )
 
 IMAGES_SCOPE = "images_kwargs"
-
-# Where a rule finds the server's knobs as given, apart from the checkpoint's values they
-# were merged over: vLLM's Gemma 4 count reads max_soft_tokens from the kwargs or config.json,
-# never from the image processor's file.
-SERVER_KWARGS = "mm_processor_kwargs"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,161 @@
+"""Model directories for the new families, written offline: public config values and a
+tokenizer holding the family's special tokens.
+
+Neither the checkpoints nor their tokenizers can be downloaded here, so each directory holds
+the checkpoint's public ``config.json`` and processor values (the numbers that reach the
+image arithmetic are the shipped ones; the towers are shrunk, since only the processor runs)
+and a word-level tokenizer whose vocabulary is the family's special tokens and a few words:
+the image placeholders, wrappers and context tokens are single tokens, as in the real ones.
+Shared by the renderer tier (vLLM's processor reads them) and the unit tests.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+WORDS = ("hello", "describe", "the", "image", "please", "\n")
+VLLM_MAX_IMAGE_PIXELS = 178_956_970  # the largest image vLLM 0.33 loads (VLLM_MAX_IMAGE_PIXELS)
+
+
+def write_tokenizer(
+    directory: Path, special_tokens: Sequence[str], config: Mapping[str, Any]
+) -> dict[str, int]:
+    """``tokenizer.json`` (special tokens first, then ``WORDS``) and ``tokenizer_config.json``;
+    returns the vocabulary."""
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = {token: index for index, token in enumerate([*special_tokens, *WORDS])}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=special_tokens[0]))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.add_special_tokens(list(special_tokens))
+    tokenizer.save(str(directory / "tokenizer.json"))
+    (directory / "tokenizer_config.json").write_text(json.dumps(dict(config)))
+    return vocab
+
+
+def write_json(directory: Path, name: str, value: Mapping[str, Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text(json.dumps(value))
+
+
+# -- Gemma 4 --------------------------------------------------------------------------------
+
+GEMMA4_SPECIAL = (
+    "<unk>", "<pad>", "<eos>", "<bos>", "<|image|>", "<|image>", "<image|>", "<|video|>",
+    "<|audio|>", "<|audio>", "<audio|>",
+)  # fmt: skip
+GEMMA4_PROMPT = "hello <|image|> describe"
+
+
+def gemma4_config(vocab: Mapping[str, int], *, default_output_length: int = 280) -> dict[str, Any]:
+    """google/gemma-4-*-it's config.json: the vision values every size ships (16 px patches
+    pooled 3x3, 280 soft tokens by default); a two-layer text tower."""
+    return {
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "model_type": "gemma4",
+        "boi_token_id": vocab["<|image>"],
+        "eoi_token_id": vocab["<image|>"],
+        "image_token_id": vocab["<|image|>"],
+        "video_token_id": vocab["<|video|>"],
+        "audio_config": None,
+        "torch_dtype": "bfloat16",
+        "text_config": {
+            "model_type": "gemma4_text",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 32,
+            "vocab_size": len(vocab),
+            "layer_types": ["sliding_attention", "full_attention"],
+            "sliding_window": 512,
+            "max_position_embeddings": 131072,
+        },
+        "vision_config": {
+            "model_type": "gemma4_vision",
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "patch_size": 16,
+            "pooling_kernel_size": 3,
+            "default_output_length": default_output_length,
+            "position_embedding_size": 10240,
+        },
+    }
+
+
+def write_gemma4_dir(directory: Path, *, default_output_length: int = 280) -> Path:
+    vocab = write_tokenizer(
+        directory,
+        GEMMA4_SPECIAL,
+        {
+            "tokenizer_class": "GemmaTokenizer",
+            "bos_token": "<bos>",
+            "eos_token": "<eos>",
+            "pad_token": "<pad>",
+            "unk_token": "<unk>",
+            "extra_special_tokens": {
+                "image_token": "<|image|>",
+                "boi_token": "<|image>",
+                "eoi_token": "<image|>",
+                "audio_token": "<|audio|>",
+                "boa_token": "<|audio>",
+                "eoa_token": "<audio|>",
+            },
+        },
+    )
+    write_json(
+        directory, "config.json", gemma4_config(vocab, default_output_length=default_output_length)
+    )
+    write_json(
+        directory,
+        "processor_config.json",
+        {
+            "processor_class": "Gemma4Processor",
+            "image_seq_length": 280,
+            "image_processor": {
+                "image_processor_type": "Gemma4ImageProcessor",
+                "patch_size": 16,
+                "max_soft_tokens": 280,
+                "pooling_kernel_size": 3,
+                "do_rescale": True,
+                "rescale_factor": 1 / 255,
+                "do_normalize": False,
+                "do_convert_rgb": True,
+                "resample": 3,
+            },
+            "feature_extractor": {"feature_extractor_type": "Gemma4AudioFeatureExtractor"},
+            "video_processor": {"video_processor_type": "Gemma4VideoProcessor"},
+        },
+    )
+    return directory
+
+
+# -- sizes ----------------------------------------------------------------------------------
+
+EXTREME_SIZES = (
+    (1, 1), (2, 1), (1, 2), (3, 900), (900, 3), (1, 16384), (16384, 1), (47, 47), (48, 48),
+    (224, 224), (448, 448), (449, 447), (896, 448), (1000, 1), (1, 1000), (4032, 3024),
+    (3024, 4032), (7680, 4320), (13377, 13377), (89478, 2000), (2000, 89478), (178956, 1000),
+)  # fmt: skip
+
+
+def random_sizes(seed: int, count: int, *, largest_side: int = 16384) -> list[tuple[int, int]]:
+    """``count`` sizes, sides log-uniform over 1..``largest_side`` px, within vLLM's pixel limit."""
+    rng = random.Random(seed)
+    sizes: list[tuple[int, int]] = []
+    while len(sizes) < count:
+        width = round(largest_side ** rng.random())
+        height = round(largest_side ** rng.random())
+        if width * height <= VLLM_MAX_IMAGE_PIXELS:
+            sizes.append((width, height))
+    return sizes

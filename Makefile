@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/pip --disable-pip-version-check --quiet
 
-.PHONY: run test test-fast test-engine test-renderer vllm-tools lint typecheck check bench fuzz soak clean tools
+.PHONY: run test test-fast test-engine test-renderer vllm-tools lint typecheck docs check bench fuzz soak clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,7 +74,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-check: lint typecheck test
+# The documentation site; --strict turns every broken link, anchor or unlisted page into an error.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+check: lint typecheck docs test
 
 bench: $(STAMP)
 	$(BIN)/python bench/probe.py

@@ -1,4 +1,4 @@
-"""Header probe against a full decode, per format and size, as a markdown table for the README.
+"""Header probe against a full decode, per format and size, as a markdown table for the docs.
 
     python bench/probe.py
 

@@ -12,7 +12,7 @@ poller retries with exponential backoff and never fails the sidecar. Parsing and
 ``budgets_after`` are pure; ``EngineWatcher`` is the thin async loop that reads, and the
 serving shell applies what it read.
 
-Policy (documented in README, "Closing the loop"):
+Policy (documented in docs/closing-the-loop.md):
 
 - ``SIDECAR_KV_BUDGET_BYTES=auto[:FRACTION]``: the in-flight budget becomes
   ``num_gpu_blocks x block_size x KV bytes per token x FRACTION``, re-read every poll, so

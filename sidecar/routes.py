@@ -1,7 +1,7 @@
 """Every route vLLM 0.33's API server serves, and what the sidecar does with each.
 
 One table that the router, the request parser, the metrics' ``route`` label, the error
-answers, README and the tests all read, so no list of routes is written twice. It was taken
+answers, the docs and the tests all read, so no list of routes is written twice. It was taken
 from vLLM 0.33.0's routers (``vllm/entrypoints``), flags and developer mode included:
 
 * ``Route``: an inspected POST route. Its body is priced (``BodyShape`` says how to read it;

@@ -1,7 +1,7 @@
 """The advice as people paste it: the Pareto table, the env block and the Helm values.
 
 ``images.maxPixels`` sets vLLM's ``--mm-processor-kwargs`` max_pixels and
-``SIDECAR_MAX_PIXELS`` together (see README's Deploy section); every other budget is a
+``SIDECAR_MAX_PIXELS`` together (see docs/deploy.md); every other budget is a
 ``sidecar.config`` value named after its variable.
 """
 

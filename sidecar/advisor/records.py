@@ -1,6 +1,6 @@
 """The traffic log read back: typed records, oldest first, and the settings it was made under.
 
-``sidecar.observe.traffic`` writes the lines; README's "Traffic log" section is the contract.
+``sidecar.observe.traffic`` writes the lines; docs/traffic-log.md is the contract.
 A record's ``cost`` holds everything re-pricing needs and nothing else, so equal costs price
 equally under any settings: lines with equal costs share one object, which the replay prices
 once.

@@ -12,7 +12,7 @@ prompt as vLLM 0.33 builds it:
 * each image placeholder token in the rendered prompt stands for the image's predicted count.
   A placeholder the user typed stays one token, as in vLLM, where it is not expanded either.
 
-Families without a known placeholder keep the estimate; README's model table says which.
+Families without a known placeholder keep the estimate; docs/supported-models.md says which.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Labels are bounded: ``route`` (the inspected routes of ``sidecar.routes``), ``de
 images and videos and ``kind`` for upstream errors. A value outside a vocabulary maps to
 ``other`` (or ``unknown`` when it was never read), never to a new series.
 
-Buckets (documented in README):
+Buckets (documented in docs/metrics.md):
 - tokens: geometric x2 from 16 to 131,072 (a thumbnail to a whole long-context prompt);
 - KV bytes: geometric x2 from 1 MiB to 256 GiB (one block-rounded text request to a pool);
 - pixels: 0.01 MP to 50 MP in a 1-2.5-5 ladder (an icon to a full-frame camera photo);

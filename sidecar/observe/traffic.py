@@ -3,7 +3,7 @@
 ``SIDECAR_TRAFFIC_LOG`` names the file (unset: off). Each line carries what re-pricing the
 request under other settings needs, and no content: image sizes (after EXIF orientation),
 formats and sources, token counts, the output tokens asked for, timings and the decision.
-README's "Traffic log" section is the contract for the fields; ``TRAFFIC_FORMAT`` is its
+docs/traffic-log.md is the contract for the fields; ``TRAFFIC_FORMAT`` is its
 version. The first line of every file (and of each start) is a ``settings`` header: the
 settings in force, so a replay changes only what it is told to.
 
@@ -37,7 +37,7 @@ _NOT_IN_HEADER = frozenset({"upstream_url", "listen_host", "port", "metrics_port
 
 
 def traffic_entry(record: RequestRecord, model: str, policy: PricingPolicy) -> dict[str, Any]:
-    """The traffic log line of one finished request (see README's contract)."""
+    """The traffic log line of one finished request (see docs/traffic-log.md)."""
     end = record.finished_at or time.perf_counter()
     sent = record.upstream_sent_at
     entry: dict[str, Any] = {

@@ -75,5 +75,5 @@ class VideoRule(Protocol):
         ...
 
     def describe(self) -> str:
-        """One line for tables and README: the sampling and resize parameters."""
+        """One line for tables and the docs: the sampling and resize parameters."""
         ...

@@ -78,7 +78,7 @@ class VisionRule(Protocol):
         ...
 
     def describe(self) -> str:
-        """One line for tables and README: the rule and its parameters."""
+        """One line for tables and the docs: the rule and its parameters."""
         ...
 
 

@@ -1,4 +1,4 @@
-"""The deploy contract: chart, manifests and README name exactly what ``Settings`` defines,
+"""The deploy contract: chart, manifests and the docs name exactly what ``Settings`` defines,
 route traffic through the sidecar, and give vLLM and the sidecar the same prediction flags.
 
 Every check runs on each rendered output: the chart with each ci/*-values.yaml file and each
@@ -40,7 +40,7 @@ from tests.support.deploy_rendering import (
 from tests.support.paths import ROOT
 
 FIELDS = set(Settings.model_fields)
-README = ROOT / "README.md"
+CONFIGURATION_DOC = ROOT / "docs" / "configuration.md"
 ENV_NAME = re.compile(r"^SIDECAR_[A-Z0-9_]+$")
 
 
@@ -75,16 +75,13 @@ def chart_schema() -> dict[str, Any]:
     return schema
 
 
-def readme_configuration_rows() -> dict[str, list[str]]:
-    """README's Configuration table: variable name -> its cells (backticks removed)."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index("<!-- section: configuration -->")
-    end = text.find("<!-- section:", start + 1)
+def documented_configuration_rows() -> dict[str, list[str]]:
+    """docs/configuration.md's settings table: variable name -> its cells, backticks removed."""
     rows: dict[str, list[str]] = {}
-    for line in text[start : end if end != -1 else None].splitlines():
+    for line in CONFIGURATION_DOC.read_text(encoding="utf-8").splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) >= 4 and (name := cells[0].strip("`")).startswith("SIDECAR_"):
-            assert name not in rows, f"README lists {name} twice"
+            assert name not in rows, f"docs/configuration.md lists {name} twice"
             rows[name] = [cell.strip("`") for cell in cells]
     return rows
 
@@ -99,7 +96,7 @@ def values_path(values: Mapping[str, Any], dotted: str) -> bool:
     return True
 
 
-# --- One list of variables: Settings, chart values and schema, README ---------------------
+# --- One list of variables: Settings, chart values and schema, the docs' table ------------
 
 
 def test_chart_values_map_every_setting_exactly_once() -> None:
@@ -140,16 +137,16 @@ def test_chart_schema_enums_are_the_settings_enum_values() -> None:
 
 
 def test_readme_configuration_table_lists_every_setting_and_nothing_else() -> None:
-    documented = set(readme_configuration_rows())
+    documented = set(documented_configuration_rows())
     expected = {env_name(field) for field in FIELDS}
     assert not expected - documented, (
-        f"add to README's Configuration: {sorted(expected - documented)}"
+        f"add to docs/configuration.md: {sorted(expected - documented)}"
     )
     assert not documented - expected, f"not settings: {sorted(documented - expected)}"
 
 
 def test_readme_configuration_table_names_the_helm_value_of_each_setting() -> None:
-    for name, cells in readme_configuration_rows().items():
+    for name, cells in documented_configuration_rows().items():
         field = name.removeprefix("SIDECAR_").lower()
         expected = DERIVED_VALUES.get(field, f"sidecar.config.{field}")
         assert cells[2] == expected, f"{name}: Helm value column says {cells[2]!r}"
@@ -159,7 +156,7 @@ def test_readme_configuration_defaults_parse_to_the_settings_defaults(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     defaults = Settings(model="unused")
-    for name, cells in readme_configuration_rows().items():
+    for name, cells in documented_configuration_rows().items():
         field, written = name.removeprefix("SIDECAR_").lower(), cells[1]
         if field == "model":
             assert written == "required"
@@ -169,7 +166,7 @@ def test_readme_configuration_defaults_parse_to_the_settings_defaults(
             continue
         environment = {"SIDECAR_MODEL": "unused", name: "" if written == "empty" else written}
         parsed = getattr(parse_settings(monkeypatch, environment), field)
-        assert parsed == getattr(defaults, field), f"{name}: README default {written!r}"
+        assert parsed == getattr(defaults, field), f"{name}: documented default {written!r}"
 
 
 def test_chart_default_configmap_holds_the_settings_defaults(

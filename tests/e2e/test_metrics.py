@@ -1,5 +1,5 @@
 """The metrics contract end to end: names, labels, zero series, what one request records,
-promtool's lint of the exposition, and README's metrics table against the registry."""
+promtool's lint of the exposition, and docs/metrics.md's table against the registry."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from tests.support.proxy_helpers import fault, post
 from tests.support.sidecars import SidecarFactory
 from tests.support.waiting import eventually
 
-README = ROOT / "README.md"
+METRICS_DOC = ROOT / "docs" / "metrics.md"
 ROUTES = [route.label for route in PRIMARY_ROUTES]
 # model_name: vLLM's served model name on the two router gauges, one value per sidecar.
 BOUNDED_LABELS = {
@@ -49,12 +49,10 @@ def exposed_families(registry: CollectorRegistry) -> dict[str, tuple[str, set[st
     return families
 
 
-def readme_metrics_table() -> dict[str, tuple[str, set[str]]]:
-    """README's metrics table: name -> (type, label names)."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("<!-- section: metrics -->", 1)[1].split("<!-- section:", 1)[0]
+def documented_metrics_table() -> dict[str, tuple[str, set[str]]]:
+    """The metrics table of docs/metrics.md: name -> (type, label names)."""
     rows = {}
-    for line in section.splitlines():
+    for line in METRICS_DOC.read_text(encoding="utf-8").splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) >= 4 and cells[0].startswith("`vlm_sidecar_"):
             rows[cells[0].strip("`")] = (cells[1], set(re.findall(r"`([a-z_]+)`", cells[2])))
@@ -189,8 +187,8 @@ async def test_metrics_readme_table_lists_exactly_the_registry(
     make_sidecar: SidecarFactory,
 ) -> None:
     registry = exposed_families(registry_of(await make_sidecar()))
-    documented = readme_metrics_table()
-    assert sorted(set(registry) - set(documented)) == [], "metrics missing from README's table"
-    assert sorted(set(documented) - set(registry)) == [], "README lists metrics the code lacks"
+    documented = documented_metrics_table()
+    assert sorted(set(registry) - set(documented)) == [], "metrics missing from docs/metrics.md"
+    assert sorted(set(documented) - set(registry)) == [], "docs/metrics.md lists unknown metrics"
     for name, (kind, labels) in registry.items():
         assert documented[name] == (kind, labels), name

@@ -88,9 +88,9 @@ def test_routes_anthropic_routes_answer_in_anthropics_shape() -> None:
     assert anthropic == {Route.MESSAGES, Route.MESSAGES_COUNT_TOKENS, Route.MESSAGES_RENDER}
 
 
-def test_routes_readme_table_is_the_route_table() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = readme.split("<!-- routes-table: begin -->")[1].split("<!-- routes-table: end -->")[0]
+def test_routes_docs_table_is_the_route_table() -> None:
+    routes_doc = (Path(__file__).resolve().parents[2] / "docs" / "routes.md").read_text()
+    table = routes_doc.split("<!-- routes-table: begin -->")[1].split("<!-- routes-table: end")[0]
     rows = [line.split("|")[1:5] for line in table.strip().splitlines()[2:]]
     listed = [(p.strip(" `"), label.strip(" `"), shape.strip()) for p, label, shape, _ in rows]
     assert listed == [(route.path, route.label, route.shape.value) for route in Route]

@@ -1,4 +1,4 @@
-"""``tokens`` and ``plan`` with pipeline and data parallelism: the README's worked numbers
+"""``tokens`` and ``plan`` with pipeline and data parallelism: the worked numbers of docs/deploy.md
 (Deploy, "Pipeline and data parallelism")."""
 
 from __future__ import annotations

@@ -252,7 +252,7 @@ class Pricer:
                                  for i in sequence.images)
                     for sequence, prompt in zip(parsed.sequences, prompts, strict=True)
                 ], True  # fmt: skip
-        overhead = self.text_overhead or overhead_for(self.profile.model_type)
+        overhead = self.text_overhead or overhead_for(self.profile.architecture.prompt_family)
         tools = bool(parsed.skeleton.get("tools"))
         return [
             estimate_sequence_tokens(

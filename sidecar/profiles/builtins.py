@@ -119,14 +119,6 @@ _GEMMA3_PREPROCESSOR: dict[str, Any] = {
     "do_pan_and_scan": None,
     "image_seq_length": 256,
 }
-# Llama-3.2-11B-Vision-Instruct preprocessor_config.json (copies in EricB/...-UQFF,
-# hfhugs/Llama-3.2-90B-Vision-Instruct; quoted in a public mllama write-up).
-_MLLAMA_PREPROCESSOR: dict[str, Any] = {
-    "image_processor_type": "MllamaImageProcessor",
-    "size": {"height": 560, "width": 560},
-    "max_image_tiles": 4,
-    "do_pad": True,
-}
 
 
 def _gemma3(hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int) -> dict[str, Any]:
@@ -317,24 +309,6 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             "vision_config": {"model_type": "pixtral", "image_size": 1540, "patch_size": 14},
         },
         preprocessor=_pixtral_preprocessor(14, 1540, spatial_merge_size=2),
-    ),
-    # config.json: public copies of the 11B-Vision config (text 4096/40 layers incl. cross-attention
-    # layers [3, 8, ..., 38], 32 heads, 8 KV heads; vision 560 px, patch 14, 4 tiles).
-    # vLLM 0.33 cannot serve it (see sidecar/vision/mllama.py); the profile prices it as vLLM 0.10.
-    "meta-llama/Llama-3.2-11B-Vision-Instruct": BuiltinModel(
-        config={
-            "model_type": "mllama",
-            "torch_dtype": "bfloat16",
-            "text_config": _text_tower("mllama_text_model", 4096, 40, 32, 8, 131072)
-            | {"cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]},
-            "vision_config": {
-                "model_type": "mllama_vision_model",
-                "image_size": 560,
-                "patch_size": 14,
-                "max_num_tiles": 4,
-            },
-        },
-        preprocessor=_MLLAMA_PREPROCESSOR,
     ),
     # config.json: GLM-4.1V-9B text 4096/40 layers/32 heads/2 KV heads (public copies of the
     # checkpoint's config); 65,536 positions (model card). Preprocessor: model-configs.md

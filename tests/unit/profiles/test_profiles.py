@@ -120,7 +120,7 @@ def test_load_profile_refuses_unknown_models_clearly(model: str, message: str) -
         ({}, "no config.json"),
         ({"config.json": "{not json"}, "cannot read"),
         ({"config.json": "[1, 2]"}, "JSON object"),
-        ({"config.json": json.dumps({"model_type": "bert"})}, "does not support"),
+        ({"config.json": json.dumps({"model_type": "bert"})}, "not an image architecture"),
         ({"config.json": json.dumps({"model_type": "qwen2_vl"})}, "missing or malformed"),
     ],
     ids=["no-config", "bad-json", "not-object", "unsupported-type", "incomplete"],
@@ -234,7 +234,6 @@ OTHER_FAMILY_BUILTINS = [
     "google/gemma-3-27b-it",
     PIXTRAL,
     "mistralai/Mistral-Small-3.1-24B-Instruct-2503",
-    "meta-llama/Llama-3.2-11B-Vision-Instruct",
     "zai-org/GLM-4.1V-9B-Thinking",
 ]
 LLAVA_NEXT = "llava-hf/llava-v1.6-mistral-7b-hf"

@@ -92,7 +92,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "llama4": Llama4Rule.from_configs,
 }
 
-# The --mm-processor-kwargs knobs that reach each family's count (processor_kwargs); the
+# The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
 # pixel bounds reach the Qwen-style families through with_pixel_range instead.
 PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "gemma3": frozenset({"do_pan_and_scan"}),
@@ -249,7 +249,7 @@ def profile_from_configs(
     config = architecture.model_config(config)
     text = text_config(config)
     knobs = (processor_kwargs or ProcessorKwargs({})).for_family(
-        name, model_type, PROCESSOR_KNOBS.get(model_type, frozenset())
+        name, rule, PROCESSOR_KNOBS.get(rule, frozenset())
     )
     if knobs:
         preprocessor = {**preprocessor, **knobs, SERVER_KWARGS: knobs}

@@ -295,7 +295,13 @@ _TABLE: tuple[Architecture, ...] = (
     # --- Gemma ---------------------------------------------------------------------------------
     _rule("Gemma3ForConditionalGeneration", "gemma3_mm", "gemma3", "gemma3"),
     _engine("Gemma3nForConditionalGeneration", "gemma3n_mm"),
-    _engine("Gemma4ForConditionalGeneration", "gemma4_mm"),
+    _rule(
+        "Gemma4ForConditionalGeneration",
+        "gemma4_mm",
+        "gemma4",
+        "gemma4",
+        note="Gemma4ProcessingInfo._compute_num_soft_tokens: scaled to max_soft_tokens",
+    ),
     _engine("Gemma4UnifiedForConditionalGeneration", "gemma4_unified"),
     _engine("DiffusionGemmaForBlockDiffusion", "diffusion_gemma"),
     _engine("PaliGemmaForConditionalGeneration", "paligemma"),

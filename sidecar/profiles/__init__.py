@@ -35,6 +35,8 @@ from sidecar.vision.gemma4 import Gemma4Rule
 from sidecar.vision.glm4v import Glm4vSmartResizeRule
 from sidecar.vision.idefics3 import SplitImageRule
 from sidecar.vision.internvl import InternVLRule
+from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
+from sidecar.vision.internvl_chat import InternVLChatRule
 from sidecar.vision.llama4 import Llama4Rule
 from sidecar.vision.pixtral import PixtralRule
 from sidecar.vision.qwen import QwenSmartResizeRule
@@ -87,6 +89,8 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "llava_next": AnyresRule.from_llava_next_configs,
     "llava_onevision": AnyresRule.from_llava_onevision_configs,
     "internvl": InternVLRule.from_configs,
+    "internvl_chat": InternVLChatRule.from_configs,
+    "eagle2_5_vl": InternVLChatRule.from_eagle_configs,
     "idefics3": SplitImageRule.from_configs,
     "smolvlm": SplitImageRule.from_configs,
     "llama4": Llama4Rule.from_configs,
@@ -97,8 +101,14 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
 PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "gemma3": frozenset({"do_pan_and_scan"}),
     "gemma4": GEMMA4_KNOBS,
+    "internvl_chat": INTERNVL_CHAT_KNOBS,
+    "eagle2_5_vl": INTERNVL_CHAT_KNOBS,
     "internvl": frozenset({"min_patches", "max_patches"}),
 }
+
+
+# Families whose vLLM processor takes exactly their knobs and fails on any other kwarg.
+KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +259,7 @@ def profile_from_configs(
     config = architecture.model_config(config)
     text = text_config(config)
     knobs = (processor_kwargs or ProcessorKwargs({})).for_family(
-        name, rule, PROCESSOR_KNOBS.get(rule, frozenset())
+        name, rule, PROCESSOR_KNOBS.get(rule, frozenset()), knobs_only=rule in KNOBS_ONLY
     )
     if knobs:
         preprocessor = {**preprocessor, **knobs, SERVER_KWARGS: knobs}

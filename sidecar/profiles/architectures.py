@@ -321,15 +321,28 @@ _TABLE: tuple[Architecture, ...] = (
         "interns1",
         note="InternS1ProcessingInfo: InternVLProcessor with GotOcr2's 448 px tiles",
     ),
-    _engine(
+    _rule(
         "InternVLChatModel",
         "internvl",
-        "the original chat format: its own tiler and <img><IMG_CONTEXT></img> markup",
+        "internvl_chat",
+        "internvl_chat",
+        note="the original chat format: vLLM's InternVLChatProcessor, 448 px tiles + "
+        "thumbnail, <img><IMG_CONTEXT>...</img>",
     ),
-    _engine("Eagle2_5_VLForConditionalGeneration", "eagle2_5_vl", "InternVL chat format"),
+    _rule(
+        "Eagle2_5_VLForConditionalGeneration",
+        "eagle2_5_vl",
+        "eagle2_5_vl",
+        note="InternVLChatProcessor; tiles of force_image_size (else vision_config.image_size)",
+    ),
     _engine("H2OVLChatModel", "h2ovl", "InternVL chat format"),
     _engine("NVLM_D", "nvlm_d", "InternVL chat format"),
-    _engine("SkyworkR1VChatModel", "skyworkr1v", "InternVL chat format"),
+    _rule(
+        "SkyworkR1VChatModel",
+        "skyworkr1v",
+        "internvl_chat",
+        note="SkyworkR1VProcessingInfo: InternVLChatProcessor, as InternVLChatModel",
+    ),
     _engine("Llama_Nemotron_Nano_VL", "nemotron_vl", "InternVL chat format"),
     _engine("QianfanOCRForConditionalGeneration", "qianfan_ocr", "InternVL chat format"),
     # --- Idefics3 / SmolVLM -------------------------------------------------------------------

@@ -77,17 +77,31 @@ class ProcessorKwargs:
         }
         return cls(flat, **bounds)
 
-    def for_family(self, model: str, family: str, knobs: frozenset[str]) -> dict[str, Any]:
+    def for_family(
+        self, model: str, family: str, knobs: frozenset[str], *, knobs_only: bool = False
+    ) -> dict[str, Any]:
         """The knobs that reach ``family``'s arithmetic; ConfigurationError for any it
-        cannot price. Pixel bounds are not in the result: ``with_pixel_range`` applies them."""
-        unknown = sorted(set(self.values) - knobs - COUNT_NEUTRAL_KNOBS)
+        cannot price. Pixel bounds are not in the result: ``with_pixel_range`` applies them.
+
+        ``knobs_only``: vLLM hands every kwarg to a constructor that takes ``knobs`` alone
+        (InternVL's chat format), so a count-neutral knob or a pixel bound fails there too.
+        """
+        tolerated = frozenset() if knobs_only else COUNT_NEUTRAL_KNOBS
+        unknown = sorted(set(self.values) - knobs - tolerated)
+        if knobs_only:
+            bounds = {"min_pixels": self.min_pixels, "max_pixels": self.max_pixels}
+            unknown += sorted(name for name, bound in bounds.items() if bound is not None)
         if unknown:
-            accepted = ", ".join(sorted(knobs | PIXEL_KNOBS))
+            accepted = ", ".join(sorted(knobs if knobs_only else knobs | PIXEL_KNOBS))
+            neutral = (
+                ""
+                if knobs_only
+                else f" (and the count-neutral {', '.join(sorted(COUNT_NEUTRAL_KNOBS))})"
+            )
             raise ConfigurationError(
-                f"model {model!r} ({family}): SIDECAR_MM_PROCESSOR_KWARGS sets "
-                f"{', '.join(unknown)}, which the sidecar cannot price for this family; "
-                f"knobs it prices: {accepted} (and the count-neutral "
-                f"{', '.join(sorted(COUNT_NEUTRAL_KNOBS))})"
+                f"model {model!r} ({family}): SIDECAR_MM_PROCESSOR_KWARGS (or "
+                f"SIDECAR_MIN/MAX_PIXELS) sets {', '.join(unknown)}, which the sidecar cannot "
+                f"price for this family; knobs it prices: {accepted or 'none'}{neutral}"
             )
         return {k: v for k, v in self.values.items() if k in knobs}
 

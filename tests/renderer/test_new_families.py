@@ -28,17 +28,22 @@ from tests.real_vllm.renderer import VLLM_RENDER
 from tests.support import family_dirs
 from tests.support.family_dirs import EXTREME_SIZES, random_sizes
 
+Size = tuple[int, int]
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "vllm_processors.py"
 RANDOM_SIZES = 1000
 WORKER_TIMEOUT_SECONDS = 600
-# The full path decodes and processes a blank image of each size: a few small and odd ones.
+# The full path processes a blank image of each size (resizing and tiling it: the slow part):
+# small and odd sizes for each family, three for each variant of its knobs.
 APPLY_SIZES = (
-    (1, 1), (3, 900), (900, 3), (1, 4000), (4000, 1), (640, 480), (4032, 3024), (2048, 1),
-    *random_sizes(7, 10, largest_side=2048),
+    (1, 1), (3, 900), (900, 3), (1, 4000), (4000, 1), (640, 480), (2048, 1),
+    *random_sizes(7, 5, largest_side=1024),
 )  # fmt: skip
+VARIANT_APPLY_SIZES = ((1, 1), (900, 3), (640, 480))
 
-Size = tuple[int, int]
+# The worker imports vLLM (about 20 s) and builds every family's processor (a few s each).
+pytestmark = pytest.mark.timeout(WORKER_TIMEOUT_SECONDS + 60)
+
 Answer = int | str  # a placeholder length, or vLLM's error
 
 
@@ -51,14 +56,19 @@ class Family:
     count: str  # vllm_processors.COUNTS key
     prompt: str
     mm_processor_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    refused_at_start: bool = False  # vLLM fails every image; the sidecar refuses to start
+    apply_sizes: tuple[Size, ...] = VARIANT_APPLY_SIZES
+    refused_at_start: str | None = None  # vLLM fails every image; the sidecar refuses to
+    # start, with a message matching this
 
     def sizes(self, seed: int) -> list[Size]:
         return [*EXTREME_SIZES, *random_sizes(seed, RANDOM_SIZES)]
 
 
 FAMILIES = (
-    Family("gemma4", family_dirs.write_gemma4_dir, "gemma4", family_dirs.GEMMA4_PROMPT),
+    Family(
+        "gemma4", family_dirs.write_gemma4_dir, "gemma4", family_dirs.GEMMA4_PROMPT,
+        apply_sizes=APPLY_SIZES,
+    ),
     Family(
         "gemma4-max_soft_tokens-70", family_dirs.write_gemma4_dir, "gemma4",
         family_dirs.GEMMA4_PROMPT, {"max_soft_tokens": 70},
@@ -78,7 +88,52 @@ FAMILIES = (
     ),
     Family(
         "gemma4-max_soft_tokens-300", family_dirs.write_gemma4_dir, "gemma4",
-        family_dirs.GEMMA4_PROMPT, {"max_soft_tokens": 300}, refused_at_start=True,
+        family_dirs.GEMMA4_PROMPT, {"max_soft_tokens": 300}, refused_at_start="max_soft_tokens",
+    ),
+    Family(
+        "internvl3", family_dirs.write_internvl_chat_dir, "internvl_style",
+        family_dirs.INTERNVL_PROMPT, apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "internvl3-max_dynamic_patch-6", family_dirs.write_internvl_chat_dir, "internvl_style",
+        family_dirs.INTERNVL_PROMPT, {"max_dynamic_patch": 6},
+    ),
+    Family(
+        "internvl3-dynamic_patch-4-8", family_dirs.write_internvl_chat_dir, "internvl_style",
+        family_dirs.INTERNVL_PROMPT, {"min_dynamic_patch": 4, "max_dynamic_patch": 8},
+    ),
+    Family(
+        "internvl3-no-dynamic_image_size", family_dirs.write_internvl_chat_dir,
+        "internvl_style", family_dirs.INTERNVL_PROMPT, {"dynamic_image_size": False},
+    ),
+    Family(
+        "internvl3-no-thumbnail", family_dirs.write_internvl_chat_dir, "internvl_style",
+        family_dirs.INTERNVL_PROMPT, {"use_thumbnail": False},
+    ),
+    Family(
+        "internvl3-image_size-224", family_dirs.write_internvl_chat_dir, "internvl_style",
+        family_dirs.INTERNVL_PROMPT, {"image_size": 224},
+    ),
+    Family(
+        "internvl3-do_rescale", family_dirs.write_internvl_chat_dir, "internvl_style",
+        family_dirs.INTERNVL_PROMPT, {"do_rescale": True}, refused_at_start="do_rescale",
+    ),
+    Family(
+        "internvl3-max_pixels", family_dirs.write_internvl_chat_dir, "internvl_style",
+        family_dirs.INTERNVL_PROMPT, {"max_pixels": 1003520}, refused_at_start="max_pixels",
+    ),
+    Family(
+        "eagle2.5", family_dirs.write_eagle2_5_dir, "internvl_style", family_dirs.INTERNVL_PROMPT,
+        apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "eagle2.5-force_image_size-512",
+        lambda directory: family_dirs.write_eagle2_5_dir(directory, force_image_size=512),
+        "internvl_style", family_dirs.INTERNVL_PROMPT,
+    ),
+    Family(
+        "skywork-r1v", family_dirs.write_skywork_r1v_dir, "internvl_style",
+        family_dirs.INTERNVL_PROMPT, apply_sizes=APPLY_SIZES,
     ),
 )  # fmt: skip
 
@@ -110,7 +165,7 @@ def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Proven]:
         specs.append({
             "name": family.name, "directory": str(directory), "count": family.count,
             "prompt": family.prompt, "mm_processor_kwargs": dict(family.mm_processor_kwargs),
-            "sizes": sizes, "apply": APPLY_SIZES,
+            "sizes": sizes, "apply": family.apply_sizes,
         })  # fmt: skip
     spec_path, answers_path = root / "spec.json", root / "answers.json"
     spec_path.write_text(json.dumps({"families": specs}))
@@ -155,7 +210,7 @@ def test_sidecar_counts_equal_vllms_processor(
     overrides = ProfileOverrides(mm_processor_kwargs=family.mm_processor_kwargs)
     if family.refused_at_start:
         assert all(str(answer).startswith("error") for answer in proven.applied), proven.applied
-        with pytest.raises(ConfigurationError, match="max_soft_tokens"):
+        with pytest.raises(ConfigurationError, match=family.refused_at_start):
             load_profile(str(proven.directory), overrides)
         return
     assert proven.error is None, proven.error
@@ -181,7 +236,7 @@ def test_full_processing_agrees_with_the_count_on_a_sample(
     ).vision
     mismatches = [
         (size, ours, theirs)
-        for size, theirs in zip(APPLY_SIZES, proven.applied, strict=True)
+        for size, theirs in zip(family.apply_sizes, proven.applied, strict=True)
         if not agree(ours := sidecar_answer(rule, size), theirs)
     ]
     assert not mismatches, mismatches

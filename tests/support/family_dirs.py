@@ -159,3 +159,135 @@ def random_sizes(seed: int, count: int, *, largest_side: int = 16384) -> list[tu
         if width * height <= VLLM_MAX_IMAGE_PIXELS:
             sizes.append((width, height))
     return sizes
+
+
+# -- InternVL chat format (InternVLChatModel, Eagle 2.5, Skywork-R1V) -----------------------
+
+INTERNVL_SPECIAL = ("<unk>", "<|endoftext|>", "<img>", "</img>", "<IMG_CONTEXT>", "<image>")
+INTERNVL_PROMPT = "hello <image> describe"
+
+# The checkpoints' remote config class, cut to what vLLM's processor reads (their
+# configuration_*.py files ship with the checkpoint and build llm_config from its
+# architectures; every text tower here is Qwen2).
+_CHAT_CONFIG_MODULE = """
+from transformers import PretrainedConfig, Qwen2Config
+
+
+class VisionConfig(PretrainedConfig):
+    model_type = "{vision_model_type}"
+
+    def __init__(self, image_size=448, patch_size=14, **kwargs):
+        super().__init__(**kwargs)
+        self.image_size = image_size
+        self.patch_size = patch_size
+
+
+class ChatConfig(PretrainedConfig):
+    model_type = "{model_type}"
+    is_composition = True
+
+    def __init__(self, vision_config=None, llm_config=None, downsample_ratio=0.5,
+                 force_image_size=None, min_dynamic_patch=1, max_dynamic_patch=6,
+                 dynamic_image_size=False, use_thumbnail=False, template=None,
+                 ps_version="v1", **kwargs):
+        super().__init__(**kwargs)
+        self.vision_config = VisionConfig(**(vision_config or {{}}))
+        self.llm_config = Qwen2Config(**(llm_config or {{}}))
+        self.downsample_ratio = downsample_ratio
+        self.force_image_size = force_image_size
+        self.min_dynamic_patch = min_dynamic_patch
+        self.max_dynamic_patch = max_dynamic_patch
+        self.dynamic_image_size = dynamic_image_size
+        self.use_thumbnail = use_thumbnail
+        self.template = template
+        self.ps_version = ps_version
+
+    def to_dict(self):
+        output = super().to_dict()
+        output["vision_config"] = self.vision_config.to_dict()
+        output["llm_config"] = self.llm_config.to_dict()
+        return output
+"""
+
+
+def internvl_chat_config(
+    vocab: Mapping[str, int],
+    *,
+    architecture: str = "InternVLChatModel",
+    model_type: str = "internvl_chat",
+    vision: Mapping[str, Any] | None = None,
+    **values: Any,
+) -> dict[str, Any]:
+    """OpenGVLab/InternVL3-8B's config.json values (448 px InternViT tiles of 14 px patches,
+    pixel-shuffled by 0.5 to 256 tokens, 1-12 tiles + thumbnail); a two-layer Qwen2 tower.
+    ``values`` override the top-level keys (another checkpoint's)."""
+    return {
+        "architectures": [architecture],
+        "model_type": model_type,
+        "auto_map": {"AutoConfig": "configuration_chat.ChatConfig"},
+        "torch_dtype": "bfloat16",
+        "downsample_ratio": 0.5,
+        "force_image_size": 448,
+        "min_dynamic_patch": 1,
+        "max_dynamic_patch": 12,
+        "dynamic_image_size": True,
+        "use_thumbnail": True,
+        "template": "internvl2_5",
+        "ps_version": "v2",
+        "vision_config": {"image_size": 448, "patch_size": 14, **(vision or {})},
+        "llm_config": {
+            "architectures": ["Qwen2ForCausalLM"],
+            "model_type": "qwen2",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "vocab_size": len(vocab),
+            "max_position_embeddings": 32768,
+            "torch_dtype": "bfloat16",
+        },
+        **values,
+    }
+
+
+def write_internvl_chat_dir(
+    directory: Path,
+    *,
+    architecture: str = "InternVLChatModel",
+    model_type: str = "internvl_chat",
+    vision_model_type: str = "intern_vit_6b",
+    vision: Mapping[str, Any] | None = None,
+    **values: Any,
+) -> Path:
+    vocab = write_tokenizer(
+        directory,
+        INTERNVL_SPECIAL,
+        {"tokenizer_class": "Qwen2Tokenizer", "unk_token": "<unk>", "eos_token": "<|endoftext|>"},
+    )
+    config = internvl_chat_config(
+        vocab, architecture=architecture, model_type=model_type, vision=vision, **values
+    )
+    write_json(directory, "config.json", config)
+    (directory / "configuration_chat.py").write_text(
+        _CHAT_CONFIG_MODULE.format(model_type=model_type, vision_model_type=vision_model_type)
+    )
+    return directory
+
+
+def write_eagle2_5_dir(directory: Path, **values: Any) -> Path:
+    """nvidia/Eagle2.5-8B: a SigLIP tower at 448 px, InternVL's tiler (1-12 + thumbnail)."""
+    return write_internvl_chat_dir(
+        directory,
+        architecture="Eagle2_5_VLForConditionalGeneration",
+        model_type="eagle_2_5_vl",
+        vision_model_type="siglip_vision_model",
+        **values,
+    )
+
+
+def write_skywork_r1v_dir(directory: Path) -> Path:
+    """Skywork/Skywork-R1V-38B: InternViT at 448 px, 1-12 tiles + thumbnail."""
+    return write_internvl_chat_dir(
+        directory, architecture="SkyworkR1VChatModel", model_type="skywork_chat"
+    )

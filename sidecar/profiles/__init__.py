@@ -38,6 +38,7 @@ from sidecar.vision.internvl import InternVLRule
 from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
 from sidecar.vision.internvl_chat import InternVLChatRule
 from sidecar.vision.llama4 import Llama4Rule
+from sidecar.vision.paddleocr_vl import PaddleOCRVLRule
 from sidecar.vision.pixtral import PixtralRule
 from sidecar.vision.qwen import QwenSmartResizeRule
 
@@ -82,6 +83,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "qwen3_vl": QwenSmartResizeRule.from_configs,
     "llava": _llava_rule,
     "gemma3": Gemma3Rule.from_configs,
+    "gemma3n": Gemma3Rule.from_gemma3n_configs,
     "gemma4": Gemma4Rule.from_configs,
     "mistral3": PixtralRule.from_configs,
     "lightonocr": PixtralRule.from_lightonocr_configs,
@@ -94,6 +96,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "idefics3": SplitImageRule.from_configs,
     "smolvlm": SplitImageRule.from_configs,
     "llama4": Llama4Rule.from_configs,
+    "paddleocr_vl": PaddleOCRVLRule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the

@@ -294,7 +294,14 @@ _TABLE: tuple[Architecture, ...] = (
     ),
     # --- Gemma ---------------------------------------------------------------------------------
     _rule("Gemma3ForConditionalGeneration", "gemma3_mm", "gemma3", "gemma3"),
-    _engine("Gemma3nForConditionalGeneration", "gemma3n_mm"),
+    _rule(
+        "Gemma3nForConditionalGeneration",
+        "gemma3n_mm",
+        "gemma3n",
+        "gemma3n",
+        note="Gemma3nProcessor.full_image_sequence: \\n\\n<start_of_image> + 256 soft "
+        "tokens + <end_of_image>\\n\\n, newlines merged as in Gemma 3",
+    ),
     _rule(
         "Gemma4ForConditionalGeneration",
         "gemma4_mm",
@@ -345,6 +352,15 @@ _TABLE: tuple[Architecture, ...] = (
     ),
     _engine("Llama_Nemotron_Nano_VL", "nemotron_vl", "InternVL chat format"),
     _engine("QianfanOCRForConditionalGeneration", "qianfan_ocr", "InternVL chat format"),
+    # --- PaddleOCR-VL ---------------------------------------------------------------------------
+    _rule(
+        "PaddleOCRVLForConditionalGeneration",
+        "paddleocr_vl",
+        "paddleocr_vl",
+        "paddleocr_vl",
+        note="PaddleOCRVLProcessingInfo.get_num_image_tokens: vLLM's own smart_resize "
+        "(28 px), <|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>",
+    ),
     # --- Idefics3 / SmolVLM -------------------------------------------------------------------
     _rule("Idefics3ForConditionalGeneration", "idefics3", "idefics3", "idefics3"),
     _rule("SmolVLMForConditionalGeneration", "smolvlm", "smolvlm", "smolvlm"),
@@ -395,7 +411,6 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("Ovis2_5", "ovis2_5"),
     _engine("Ovis2_6ForCausalLM", "ovis2_5"),
     _engine("Ovis2_6_MoeForCausalLM", "ovis2_5"),
-    _engine("PaddleOCRVLForConditionalGeneration", "paddleocr_vl"),
     _engine("Phi3VForCausalLM", "phi3v"),
     _engine("Phi4ForCausalLMV", "phi4siglip"),
     _engine("Phi4MMForCausalLM", "phi4mm"),

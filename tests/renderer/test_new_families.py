@@ -57,6 +57,7 @@ class Family:
     prompt: str
     mm_processor_kwargs: Mapping[str, Any] = field(default_factory=dict)
     apply_sizes: tuple[Size, ...] = VARIANT_APPLY_SIZES
+    trust_remote_code: bool = True  # vLLM's --trust-remote-code
     refused_at_start: str | None = None  # vLLM fails every image; the sidecar refuses to
     # start, with a message matching this
 
@@ -89,6 +90,10 @@ FAMILIES = (
     Family(
         "gemma4-max_soft_tokens-300", family_dirs.write_gemma4_dir, "gemma4",
         family_dirs.GEMMA4_PROMPT, {"max_soft_tokens": 300}, refused_at_start="max_soft_tokens",
+    ),
+    Family(
+        "gemma3n", family_dirs.write_gemma3n_dir, "image_repl", family_dirs.GEMMA3N_PROMPT,
+        apply_sizes=APPLY_SIZES,
     ),
     Family(
         "internvl3", family_dirs.write_internvl_chat_dir, "internvl_style",
@@ -135,6 +140,20 @@ FAMILIES = (
         "skywork-r1v", family_dirs.write_skywork_r1v_dir, "internvl_style",
         family_dirs.INTERNVL_PROMPT, apply_sizes=APPLY_SIZES,
     ),
+    # transformers' own PaddleOCR-VL processor (the checkpoint's remote one cannot be fetched
+    # here; vLLM reads the same bounds from it under other keys).
+    Family(
+        "paddleocr-vl", family_dirs.write_paddleocr_vl_dir, "paddleocr_vl",
+        family_dirs.PADDLE_PROMPT, apply_sizes=APPLY_SIZES, trust_remote_code=False,
+    ),
+    Family(
+        "paddleocr-vl-max_pixels", family_dirs.write_paddleocr_vl_dir, "paddleocr_vl",
+        family_dirs.PADDLE_PROMPT, {"max_pixels": 1003520}, trust_remote_code=False,
+    ),
+    Family(
+        "paddleocr-vl-min_pixels", family_dirs.write_paddleocr_vl_dir, "paddleocr_vl",
+        family_dirs.PADDLE_PROMPT, {"min_pixels": 802816}, trust_remote_code=False,
+    ),
 )  # fmt: skip
 
 
@@ -166,6 +185,7 @@ def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Proven]:
             "name": family.name, "directory": str(directory), "count": family.count,
             "prompt": family.prompt, "mm_processor_kwargs": dict(family.mm_processor_kwargs),
             "sizes": sizes, "apply": family.apply_sizes,
+            "trust_remote_code": family.trust_remote_code,
         })  # fmt: skip
     spec_path, answers_path = root / "spec.json", root / "answers.json"
     spec_path.write_text(json.dumps({"families": specs}))

@@ -65,7 +65,37 @@ def _internvl_style(processor: Any) -> Count:
     return count
 
 
+def _image_repl(processor: Any) -> Count:
+    # Families whose info builds each image's replacement from its size (Gemma 3n).
+    info = processor.info
+    hf = info.get_hf_processor()
+
+    def count(width: int, height: int) -> int:
+        details = info.get_image_repl(image_width=width, image_height=height, processor=hf)
+        return len(details.full)
+
+    return count
+
+
+def _paddleocr_vl(processor: Any) -> Count:
+    # PaddleOCRVLMultiModalProcessor._get_prompt_updates.get_replacement.
+    info = processor.info
+    image_processor = info.get_image_processor()
+
+    def count(width: int, height: int) -> int:
+        return int(
+            info.get_num_image_tokens(
+                image_width=width, image_height=height, image_processor=image_processor,
+                mm_kwargs={},
+            )
+        )  # fmt: skip
+
+    return count
+
+
 COUNTS: dict[str, Callable[[Any], Count]] = {
+    "paddleocr_vl": _paddleocr_vl,
+    "image_repl": _image_repl,
     "gemma4": _gemma4,
     "internvl_style": _internvl_style,
 }
@@ -94,7 +124,7 @@ def run_family(family: dict[str, Any]) -> dict[str, Any]:
             model=family["directory"],
             tokenizer=family["directory"],
             max_model_len=family.get("max_model_len", 32768),
-            trust_remote_code=True,
+            trust_remote_code=family.get("trust_remote_code", True),
             limit_mm_per_prompt={"image": 4, "video": 0},
             mm_processor_kwargs=family.get("mm_processor_kwargs") or None,
         )

@@ -140,6 +140,171 @@ def write_gemma4_dir(directory: Path, *, default_output_length: int = 280) -> Pa
     return directory
 
 
+# -- Gemma 3n -------------------------------------------------------------------------------
+
+# Gemma's tokenizer spells runs of newlines as single tokens; vLLM's Gemma 3n processor looks
+# them up by name to merge its "\n\n" frame with the text's newlines.
+GEMMA3N_SPECIAL = (
+    "<unk>", "<pad>", "<eos>", "<bos>", "<image_soft_token>", "<start_of_image>",
+    "<end_of_image>", "<audio_soft_token>", "<start_of_audio>", "<end_of_audio>",
+    "\n\n\n\n", "\n\n\n", "\n\n", "\n",
+)  # fmt: skip
+GEMMA3N_PROMPT = "hello <image_soft_token> describe"
+
+
+def write_gemma3n_dir(directory: Path) -> Path:
+    """google/gemma-3n-E4B-it: 768 px SigLIP-style resize, 256 soft tokens per image."""
+    vocab = write_tokenizer(
+        directory,
+        GEMMA3N_SPECIAL,
+        {
+            "tokenizer_class": "GemmaTokenizer",
+            "bos_token": "<bos>",
+            "eos_token": "<eos>",
+            "pad_token": "<pad>",
+            "unk_token": "<unk>",
+            "extra_special_tokens": {
+                "image_token": "<image_soft_token>",
+                "boi_token": "<start_of_image>",
+                "eoi_token": "<end_of_image>",
+                "audio_token": "<audio_soft_token>",
+                "boa_token": "<start_of_audio>",
+                "eoa_token": "<end_of_audio>",
+            },
+        },
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Gemma3nForConditionalGeneration"],
+            "model_type": "gemma3n",
+            "torch_dtype": "bfloat16",
+            "vision_soft_tokens_per_image": 256,
+            "audio_soft_tokens_per_image": 188,
+            "boi_token_id": vocab["<start_of_image>"],
+            "eoi_token_id": vocab["<end_of_image>"],
+            "image_token_id": vocab["<image_soft_token>"],
+            "boa_token_id": vocab["<start_of_audio>"],
+            "eoa_token_id": vocab["<end_of_audio>"],
+            "audio_token_id": vocab["<audio_soft_token>"],
+            "text_config": {
+                "model_type": "gemma3n_text",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 32,
+                "vocab_size": len(vocab),
+                "vocab_size_per_layer_input": len(vocab),
+                "hidden_size_per_layer_input": 8,
+                "layer_types": ["sliding_attention", "full_attention"],
+                "sliding_window": 512,
+                "num_kv_shared_layers": 0,
+                "laurel_rank": 4,
+                "altup_num_inputs": 4,
+                "activation_sparsity_pattern": [0.0, 0.0],
+                "max_position_embeddings": 32768,
+            },
+            "vision_config": {"model_type": "gemma3n_vision", "hidden_size": 64},
+            "audio_config": {"model_type": "gemma3n_audio", "hidden_size": 64},
+        },
+    )
+    write_json(
+        directory,
+        "processor_config.json",
+        {
+            "processor_class": "Gemma3nProcessor",
+            "image_seq_length": 256,
+            "audio_seq_length": 188,
+            "image_processor": {
+                "image_processor_type": "SiglipImageProcessor",
+                "size": {"height": 768, "width": 768},
+                "do_resize": True,
+                "do_rescale": True,
+                "rescale_factor": 1 / 255,
+                "do_normalize": False,
+                "resample": 2,
+            },
+            "feature_extractor": {"feature_extractor_type": "Gemma3nAudioFeatureExtractor"},
+        },
+    )
+    return directory
+
+
+# -- PaddleOCR-VL ---------------------------------------------------------------------------
+
+PADDLE_SPECIAL = (
+    "<unk>", "</s>", "<|IMAGE_PLACEHOLDER|>", "<|IMAGE_START|>", "<|IMAGE_END|>",
+)  # fmt: skip
+PADDLE_PROMPT = "hello <|IMAGE_START|> <|IMAGE_PLACEHOLDER|> <|IMAGE_END|> describe"
+
+
+def write_paddleocr_vl_dir(directory: Path) -> Path:
+    """PaddlePaddle/PaddleOCR-VL: a SigLIP-style tower of 14 px patches merged 2 x 2, images
+    resized into [147,384, 2,822,400] px; a two-layer ERNIE text tower."""
+    vocab = write_tokenizer(
+        directory,
+        PADDLE_SPECIAL,
+        {
+            "tokenizer_class": "LlamaTokenizer",
+            "unk_token": "<unk>",
+            "eos_token": "</s>",
+            "extra_special_tokens": {"image_token": "<|IMAGE_PLACEHOLDER|>"},
+        },
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["PaddleOCRVLForConditionalGeneration"],
+            "model_type": "paddleocr_vl",
+            "torch_dtype": "bfloat16",
+            "image_token_id": vocab["<|IMAGE_PLACEHOLDER|>"],
+            "vision_config": {
+                "model_type": "paddleocr_vl_vision",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+            },
+            "text_config": {
+                "model_type": "paddleocr_vl_text",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 32,
+                "vocab_size": len(vocab),
+                "max_position_embeddings": 131072,
+            },
+        },
+    )
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "image_processor_type": "PaddleOCRVLImageProcessor",
+            "min_pixels": 147384,
+            "max_pixels": 2822400,
+            "patch_size": 14,
+            "merge_size": 2,
+            "temporal_patch_size": 1,
+            "do_rescale": True,
+            "do_normalize": True,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            "resample": 3,
+        },
+    )
+    write_json(directory, "processor_config.json", {"processor_class": "PaddleOCRVLProcessor"})
+    return directory
+
+
 # -- sizes ----------------------------------------------------------------------------------
 
 EXTREME_SIZES = (

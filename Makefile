@@ -22,7 +22,7 @@ $(TOOLS)/helm: deploy/tools/fetch_helm.py
 
 tools: $(TOOLS)/helm
 
-# Debian's prometheus and promtool (tooling.md section 3) for the metrics, rules and
+# Debian's prometheus and promtool (package prometheus) for the metrics, rules and
 # Prometheus integration tests; installed only when missing (CI runs as root).
 PROMETHEUS_STAMP := .tools/prometheus.stamp
 $(PROMETHEUS_STAMP):

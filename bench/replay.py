@@ -174,7 +174,7 @@ def main() -> int:
         f"{os.getloadavg()[0]:.1f}): read {got['read']:.2f} s, price and simulate "
         f"{got['replayed']:.2f} s, summarise {got['summarised']:.2f} s (wall); "
         f"{cpu / max(1, requests) * 1e6:.1f} us of CPU per request; {got['shapes']:,} "
-        "distinct image shapes"
+        "distinct image sets"
     )
     baseline_cpu = float(got["baseline_cpu"])
     print(

@@ -1,8 +1,9 @@
 """Shared fixtures: a stand-in for vLLM and a sidecar in front of it, all on 127.0.0.1.
 
 Every test is also marked with its tier, the folder it lives in (``unit``, ``e2e``, ``oracle``,
-``fuzz``, ``deploy``, ``sdk``), so ``-m`` can pick tiers as well as paths: ``pytest tests/unit``
-or ``pytest -m unit`` is the fast tier. ``tests/real_vllm`` marks its own (``real_vllm``).
+``fuzz``, ``deploy``, ``sdk``, ``docs``), so ``-m`` can pick tiers as well as paths:
+``pytest tests/unit`` or ``pytest -m unit`` is the fast tier. ``tests/real_vllm`` marks its own
+(``real_vllm``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sidecar.standin import StandinConfig, StandinServer, run_standin
 from tests.support.sidecars import MODEL_ALIAS, QWEN, SidecarFactory
 
 TESTS = Path(__file__).resolve().parent
-TIERS = ("unit", "e2e", "oracle", "fuzz", "deploy", "sdk")
+TIERS = ("unit", "e2e", "oracle", "fuzz", "deploy", "sdk", "docs")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

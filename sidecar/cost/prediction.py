@@ -106,6 +106,17 @@ class RequestPrediction:
         return max(0, min(self.output_tokens, self.context_tokens - mean_prompt_tokens))
 
     @property
+    def prompt_tokens_exact(self) -> bool:
+        """Whether ``prompt_tokens`` is vLLM's count exactly, not an estimate or allowance:
+        text counted with the model's own template and tokenizer, and no media priced at an
+        allowance (audio, embeddings, a video that was never read)."""
+        return (
+            self.text_tokens_exact
+            and self.media_tokens == 0
+            and all(video.allowance_reason is None for video in self.videos)
+        )
+
+    @property
     def image_tokens(self) -> int:
         """The images' own tokens."""
         return sum(image.tokens.tokens for image in self.images)

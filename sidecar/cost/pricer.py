@@ -52,7 +52,7 @@ from sidecar.video.probe import (
     probe_video_bytes,
     probe_video_prefix,
 )
-from sidecar.vision import VisionRule
+from sidecar.vision import VLLM_MAX_IMAGE_PIXELS, VisionRule
 
 
 class _CooperativeLoop:
@@ -77,7 +77,7 @@ class PricingPolicy:
     """The operator's choices that change a price."""
 
     remote_images: RemoteImages = RemoteImages.ASSUME_MAX
-    max_decode_pixels: int = 178_956_970
+    max_decode_pixels: int = VLLM_MAX_IMAGE_PIXELS
     video_tokens_per_item: int = 16_384
     audio_tokens_per_item: int = 1_500
     embeds_tokens_per_item: int = 0  # 0: embeddings inputs are refused, as vLLM does by default

@@ -10,5 +10,5 @@ The modules, in the order an image flows through them::
     remote        a URL image's first bytes, fetched through an SSRF gate
       addresses   which hosts and addresses the gate lets through
       resolver    DNS that pins each connection to the addresses the gate checked
-    downscale     shrink an image whose visual tokens cost too much
+    resize        downscale: re-encode an image at the smaller size its budget allows
 """

@@ -51,6 +51,7 @@ class Architecture:
     video_rule: str | None = None  # the VIDEO_RULES family pricing its videos exactly, if any
     dropped_after: str | None = None  # last vLLM version that served it (NOT_SERVED only)
     note: str = ""  # one line for docs: what vLLM's code does, why this mapping
+    proof: str = ""  # what the rule is tested against for this architecture (RULE only)
 
     def model_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """The part of ``config.json`` vLLM's processor reads as the model's config."""
@@ -74,6 +75,7 @@ def _rule(
     prompt_family: str | None = None,
     video_rule: str | None = None,
     note: str = "",
+    proof: str = "",
 ) -> Architecture:
     return Architecture(
         name,
@@ -85,6 +87,7 @@ def _rule(
         prompt_family=prompt_family,
         video_rule=video_rule,
         note=note,
+        proof=proof,
     )
 
 
@@ -98,7 +101,13 @@ def _dropped(name: str, version: str, *model_types: str, note: str = "") -> Arch
     )
 
 
-_INHERITS = "its ProcessingInfo inherits {}, with changes not yet proven; priced by the engine"
+# What a rule is proven against, per architecture (docs/supported-models.md says how).
+BY_TRANSFORMERS = "transformers' processor (tests/oracle)"
+BY_VLLM = "vLLM 0.33's processor (tests/renderer/test_processor_counts.py)"
+BY_NEW_FAMILIES = "vLLM 0.33's processor (tests/renderer/test_new_families.py)"
+BY_SOURCE = "vLLM 0.33's source only: the config class is remote code, not run here"
+
+_INHERITS = "its ProcessingInfo inherits {}, with changes not yet proven"
 
 _TABLE: tuple[Architecture, ...] = (
     # --- Qwen-VL smart resize (Qwen2VLProcessingInfo and its heirs) ----------------------------
@@ -109,6 +118,7 @@ _TABLE: tuple[Architecture, ...] = (
         "qwen2_vl",
         prompt_family="qwen2_vl",
         video_rule="qwen2_vl",
+        proof=BY_TRANSFORMERS,
     ),
     _rule(
         "Qwen2_5_VLForConditionalGeneration",
@@ -117,6 +127,7 @@ _TABLE: tuple[Architecture, ...] = (
         "qwen2_5_vl",
         prompt_family="qwen2_5_vl",
         video_rule="qwen2_5_vl",
+        proof=BY_TRANSFORMERS,
     ),
     _rule(
         "Qwen3VLForConditionalGeneration",
@@ -125,6 +136,7 @@ _TABLE: tuple[Architecture, ...] = (
         "qwen3_vl",
         prompt_family="qwen3_vl",
         video_rule="qwen3_vl",
+        proof=BY_TRANSFORMERS,
     ),
     _rule(
         "Qwen3VLMoeForConditionalGeneration",
@@ -134,6 +146,7 @@ _TABLE: tuple[Architecture, ...] = (
         prompt_family="qwen3_vl",
         video_rule="qwen3_vl",
         note="Qwen3VLMoeProcessingInfo only overrides get_hf_config",
+        proof=BY_TRANSFORMERS,
     ),
     _rule(
         "Qwen3_5ForConditionalGeneration",
@@ -144,6 +157,7 @@ _TABLE: tuple[Architecture, ...] = (
         video_rule="qwen3_vl",
         note="Qwen3_5ProcessingInfo(Qwen3VLProcessingInfo) only overrides get_hf_config; "
         "Gated DeltaNet layers beside full attention (layer_types)",
+        proof=BY_VLLM,
     ),
     _rule(
         "Qwen3_5MoeForConditionalGeneration",
@@ -154,6 +168,7 @@ _TABLE: tuple[Architecture, ...] = (
         video_rule="qwen3_vl",
         note="Qwen3_5MoeProcessingInfo(Qwen3VLProcessingInfo) only overrides get_hf_config; "
         "Gated DeltaNet layers beside full attention (layer_types)",
+        proof=BY_VLLM,
     ),
     _rule(
         "DotsOCRForCausalLM",
@@ -162,6 +177,7 @@ _TABLE: tuple[Architecture, ...] = (
         "dots_ocr",
         note="DotsOCRProcessingInfo(Qwen2VLProcessingInfo): Qwen2-VL's processor, "
         "<|img|><|imgpad|><|endofimg|>",
+        proof=BY_VLLM,
     ),
     _rule(
         "OpenCUAForConditionalGeneration",
@@ -170,14 +186,15 @@ _TABLE: tuple[Architecture, ...] = (
         "opencua",
         note="OpenCUAProcessingInfo(Qwen2VLProcessingInfo): Qwen2VLImageProcessor built from "
         "preprocessor_config.json",
+        proof=BY_SOURCE,
     ),
     _rule(
         "Qwen2_5OmniModel",
         "qwen2_5_omni_thinker",
         "qwen2_5_vl",
         config_key="thinker_config",
-        note="image path of Qwen2_5OmniThinkerProcessingInfo (Qwen2_5_VLProcessingInfo), "
-        "config under thinker_config; <|vision_bos|><|IMAGE|><|vision_eos|>",
+        note="the same thinker and processor as Qwen2_5OmniForConditionalGeneration",
+        proof=BY_VLLM,
     ),
     _rule(
         "Qwen2_5OmniForConditionalGeneration",
@@ -186,7 +203,8 @@ _TABLE: tuple[Architecture, ...] = (
         "qwen2_5_omni",
         config_key="thinker_config",
         note="image path of Qwen2_5OmniThinkerProcessingInfo (Qwen2_5_VLProcessingInfo), "
-        "config under thinker_config; <|vision_bos|><|IMAGE|><|vision_eos|>",
+        "<|vision_bos|><|IMAGE|><|vision_eos|>",
+        proof=BY_VLLM,
     ),
     _rule(
         "Qwen3OmniMoeForConditionalGeneration",
@@ -195,7 +213,8 @@ _TABLE: tuple[Architecture, ...] = (
         "qwen3_omni_moe",
         config_key="thinker_config",
         note="image path of Qwen3OmniMoeThinkerProcessingInfo (Qwen2_5_VLProcessingInfo), "
-        "config under thinker_config",
+        "<|vision_start|><|image_pad|><|vision_end|>",
+        proof=BY_VLLM,
     ),
     _engine("Alpamayo2Super", "alpamayo2_super", _INHERITS.format("Qwen3VLProcessingInfo")),
     _engine(
@@ -237,13 +256,14 @@ _TABLE: tuple[Architecture, ...] = (
         _INHERITS.format("Qwen2_5_VLProcessingInfo"),
     ),
     # --- GLM-4.1V smart resize ----------------------------------------------------------------
-    _rule("Glm4vForConditionalGeneration", "glm4_1v", "glm4v", "glm4v"),
+    _rule("Glm4vForConditionalGeneration", "glm4_1v", "glm4v", "glm4v", proof=BY_TRANSFORMERS),
     _rule(
         "Glm4vMoeForConditionalGeneration",
         "glm4_1v",
         "glm4v",
         "glm4v_moe",
         note="GLM-4.5V / GLM-4.6V: registered with Glm4vProcessingInfo",
+        proof=BY_VLLM,
     ),
     _rule(
         "GlmOcrForConditionalGeneration",
@@ -251,6 +271,7 @@ _TABLE: tuple[Architecture, ...] = (
         "glm4v",
         "glm_ocr",
         note="GLM-OCR: registered with Glm4vProcessingInfo",
+        proof=BY_VLLM,
     ),
     _engine("GLM4VForCausalLM", "glm4v", "GLM-4V (THUDM/glm-4v-9b, ChatGLM format)"),
     # --- LLaVA family -----------------------------------------------------------------------
@@ -260,13 +281,21 @@ _TABLE: tuple[Architecture, ...] = (
         "llava",
         "llava",
         note="LLaVA-1.5, or Pixtral-HF when the vision tower is Pixtral",
+        proof=BY_TRANSFORMERS,
     ),
-    _rule("LlavaNextForConditionalGeneration", "llava_next", "llava_next", "llava_next"),
+    _rule(
+        "LlavaNextForConditionalGeneration",
+        "llava_next",
+        "llava_next",
+        "llava_next",
+        proof=BY_TRANSFORMERS,
+    ),
     _rule(
         "LlavaOnevisionForConditionalGeneration",
         "llava_onevision",
         "llava_onevision",
         "llava_onevision",
+        proof=BY_TRANSFORMERS,
     ),
     _engine("LlavaNextVideoForConditionalGeneration", "llava_next_video", "videos only in vLLM"),
     _engine("LlavaOnevision2ForConditionalGeneration", "llava_onevision2"),
@@ -278,14 +307,21 @@ _TABLE: tuple[Architecture, ...] = (
     ),
     _engine("RForConditionalGeneration", "rvl", _INHERITS.format("LlavaNextProcessingInfo")),
     # --- Pixtral / Mistral 3 ----------------------------------------------------------------
-    _rule("Mistral3ForConditionalGeneration", "mistral3", "mistral3", "mistral3"),
+    _rule(
+        "Mistral3ForConditionalGeneration",
+        "mistral3",
+        "mistral3",
+        "mistral3",
+        proof=BY_TRANSFORMERS,
+    ),
     _rule(
         "LightOnOCRForConditionalGeneration",
         "lightonocr",
         "lightonocr",
-        "lighton_ocr",
-        note="LightOnOCRProcessingInfo(Mistral3ProcessingInfo): rows x cols patch tokens "
+        note="config.json's model_type is mistral3: dispatched by its architecture; "
+        "LightOnOCRProcessingInfo(Mistral3ProcessingInfo): rows x cols patch tokens "
         "fitted into vision_config.image_size, no break or end tokens",
+        proof=BY_VLLM,
     ),
     _engine(
         "PixtralForConditionalGeneration",
@@ -293,7 +329,7 @@ _TABLE: tuple[Architecture, ...] = (
         "Mistral's own format (params.json, mistral_common tokenizer)",
     ),
     # --- Gemma ---------------------------------------------------------------------------------
-    _rule("Gemma3ForConditionalGeneration", "gemma3_mm", "gemma3", "gemma3"),
+    _rule("Gemma3ForConditionalGeneration", "gemma3_mm", "gemma3", "gemma3", proof=BY_TRANSFORMERS),
     _rule(
         "Gemma3nForConditionalGeneration",
         "gemma3n_mm",
@@ -301,6 +337,7 @@ _TABLE: tuple[Architecture, ...] = (
         "gemma3n",
         note="Gemma3nProcessor.full_image_sequence: \\n\\n<start_of_image> + 256 soft "
         "tokens + <end_of_image>\\n\\n, newlines merged as in Gemma 3",
+        proof=BY_NEW_FAMILIES,
     ),
     _rule(
         "Gemma4ForConditionalGeneration",
@@ -308,6 +345,7 @@ _TABLE: tuple[Architecture, ...] = (
         "gemma4",
         "gemma4",
         note="Gemma4ProcessingInfo._compute_num_soft_tokens: scaled to max_soft_tokens",
+        proof=BY_NEW_FAMILIES,
     ),
     _engine("Gemma4UnifiedForConditionalGeneration", "gemma4_unified"),
     _engine("DiffusionGemmaForBlockDiffusion", "diffusion_gemma"),
@@ -320,6 +358,7 @@ _TABLE: tuple[Architecture, ...] = (
         "internvl",
         note="the Hugging Face format (-hf checkpoints), served by interns1.py's "
         "InternS1ProcessingInfo",
+        proof=BY_TRANSFORMERS,
     ),
     _rule(
         "InternS1ForConditionalGeneration",
@@ -327,6 +366,7 @@ _TABLE: tuple[Architecture, ...] = (
         "internvl",
         "interns1",
         note="InternS1ProcessingInfo: InternVLProcessor with GotOcr2's 448 px tiles",
+        proof=BY_SOURCE,
     ),
     _rule(
         "InternVLChatModel",
@@ -335,12 +375,14 @@ _TABLE: tuple[Architecture, ...] = (
         "internvl_chat",
         note="the original chat format: vLLM's InternVLChatProcessor, 448 px tiles + "
         "thumbnail, <img><IMG_CONTEXT>...</img>",
+        proof=BY_NEW_FAMILIES,
     ),
     _rule(
         "Eagle2_5_VLForConditionalGeneration",
         "eagle2_5_vl",
         "eagle2_5_vl",
         note="InternVLChatProcessor; tiles of force_image_size (else vision_config.image_size)",
+        proof=BY_NEW_FAMILIES,
     ),
     _engine("H2OVLChatModel", "h2ovl", "InternVL chat format"),
     _engine("NVLM_D", "nvlm_d", "InternVL chat format"),
@@ -349,6 +391,7 @@ _TABLE: tuple[Architecture, ...] = (
         "skyworkr1v",
         "internvl_chat",
         note="SkyworkR1VProcessingInfo: InternVLChatProcessor, as InternVLChatModel",
+        proof=BY_NEW_FAMILIES,
     ),
     _engine("Llama_Nemotron_Nano_VL", "nemotron_vl", "InternVL chat format"),
     _engine("QianfanOCRForConditionalGeneration", "qianfan_ocr", "InternVL chat format"),
@@ -360,12 +403,21 @@ _TABLE: tuple[Architecture, ...] = (
         "paddleocr_vl",
         note="PaddleOCRVLProcessingInfo.get_num_image_tokens: vLLM's own smart_resize "
         "(28 px), <|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>",
+        proof=BY_NEW_FAMILIES,
     ),
     # --- Idefics3 / SmolVLM -------------------------------------------------------------------
-    _rule("Idefics3ForConditionalGeneration", "idefics3", "idefics3", "idefics3"),
-    _rule("SmolVLMForConditionalGeneration", "smolvlm", "smolvlm", "smolvlm"),
+    _rule(
+        "Idefics3ForConditionalGeneration",
+        "idefics3",
+        "idefics3",
+        "idefics3",
+        proof=BY_TRANSFORMERS,
+    ),
+    _rule(
+        "SmolVLMForConditionalGeneration", "smolvlm", "smolvlm", "smolvlm", proof=BY_TRANSFORMERS
+    ),
     # --- Llama 4 ------------------------------------------------------------------------------
-    _rule("Llama4ForConditionalGeneration", "mllama4", "llama4", "llama4"),
+    _rule("Llama4ForConditionalGeneration", "mllama4", "llama4", "llama4", proof=BY_TRANSFORMERS),
     # --- No rule yet --------------------------------------------------------------------------
     _engine("AriaForConditionalGeneration", "aria"),
     _engine("BagelForConditionalGeneration", "bagel"),
@@ -524,3 +576,31 @@ def _described(config: Mapping[str, Any]) -> str:
     if isinstance(names, Sequence) and not isinstance(names, str) and names:
         return f"architectures {[str(name) for name in names]}"
     return f"model_type {str(config.get('model_type', ''))!r} with no architectures"
+
+
+_STATUS = {
+    Support.RULE: "exact rule",
+    Support.NEEDS_ENGINE: "priced by the engine",
+    Support.NOT_SERVED: "not served by vLLM 0.33",
+}
+
+
+def supported_models_markdown() -> str:
+    """The table of every architecture in ``docs/supported-models.md`` (a test keeps the page
+    equal to it, so the table here stays the one home)."""
+    rows = [
+        "| Architecture | vLLM 0.33 module | Status | Rule | Proven against | Notes |",
+        "|---|---|---|---|---|---|",
+    ]
+    for entry in _TABLE:
+        status = _STATUS[entry.support]
+        if entry.support is Support.NOT_SERVED:
+            status += f" (last served by v{entry.dropped_after})"
+        notes = entry.note.replace("|", "\\|")  # a table cell: Qwen's <|tokens|> escaped
+        if entry.config_key is not None:
+            notes = f"config under `{entry.config_key}`; {notes}"
+        rows.append(
+            f"| `{entry.name}` | {entry.vllm_module or '-'} | {status} | "
+            f"{entry.rule or '-'} | {entry.proof or '-'} | {notes} |"
+        )
+    return "\n".join(rows) + "\n"

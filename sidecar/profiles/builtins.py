@@ -2,7 +2,7 @@
 
 Each entry holds the subset of the checkpoint's ``config.json`` and
 ``preprocessor_config.json`` that the prediction reads, transcribed from the Hugging Face
-repositories (see ``shared/reference/model-configs.md``). Built-ins go through exactly the
+repositories (or public copies of gated ones). Built-ins go through exactly the
 same loader as a model directory, so a built-in and the real directory give one profile.
 ``parameter_count`` is the safetensors total, used only by ``plan`` for weight memory.
 """
@@ -110,6 +110,54 @@ def _qwen3(
     )
 
 
+def _qwen3_5(
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    linear_value_heads: int,
+    *,
+    moe: bool = False,
+) -> BuiltinModel:
+    """A Qwen3.5 / Qwen3.6 checkpoint: Gated DeltaNet (linear attention) layers with every
+    4th layer full attention (head_dim 256), behind the Qwen3-VL processor files.
+
+    Every size shares head_dim 256, 16 linear key heads of 128, value heads of 128, a conv
+    kernel of 4, 262,144 positions, bfloat16, and a vision tower of patch 16, merge 2 whose
+    merger projects to the text width. The processor files are the Qwen3-VL family's (vLLM's
+    ``Qwen3_5ProcessingInfo`` is ``Qwen3VLProcessingInfo`` with its own config class)."""
+    model_type = "qwen3_5_moe" if moe else "qwen3_5"
+    architecture = (
+        "Qwen3_5MoeForConditionalGeneration" if moe else "Qwen3_5ForConditionalGeneration"
+    )
+    config = {
+        "architectures": [architecture],
+        "model_type": model_type,
+        "text_config": _text_tower(f"{model_type}_text", hidden, layers, heads, kv_heads, 262144)
+        | {
+            "head_dim": 256,
+            "dtype": "bfloat16",
+            "full_attention_interval": 4,
+            "layer_types": [
+                "full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(layers)
+            ],
+            "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 128,
+            "linear_num_key_heads": 16,
+            "linear_num_value_heads": linear_value_heads,
+            "linear_value_head_dim": 128,
+        },
+        "vision_config": {
+            "model_type": f"{model_type}_vision",
+            "patch_size": 16,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "out_hidden_size": hidden,
+        },
+    }
+    return BuiltinModel(config, _QWEN3_PREPROCESSOR, video_preprocessor=_QWEN3_VIDEO_PREPROCESSOR)
+
+
 # google/gemma-3-*-it preprocessor_config.json (Synthetica-AI/gemma-3-4b-it "Copy model
 # google/gemma-3-4b-it"; same in RedHatAI/gemma-3-12b-it-quantized.w4a16), plus
 # processor_config.json's image_seq_length. do_pan_and_scan is null: Gemma3Processor reads False.
@@ -155,7 +203,7 @@ def _pixtral_preprocessor(
 
 
 # --- Tile / anyres families -------------------------------------------------------------------
-# Processor values: shared/reference/model-configs.md (sources and confidence per checkpoint).
+# Processor values: each checkpoint's preprocessor_config.json (the oracle tests hold the rules).
 _LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
 _LLAVA_ONEVISION_PINPOINTS = [[384 * i, 384 * j] for i in range(1, 7) for j in range(1, 7)]
 # InternVL3-*-hf processor_config.json (image_seq_length, <img>/</img>/<IMG_CONTEXT>) and the
@@ -279,6 +327,22 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "Qwen/Qwen3-VL-30B-A3B-Instruct": _qwen3(
         2048, 48, 32, 4, 31_070_000_000, model_type="qwen3_vl_moe"
     ),
+    # Qwen3.5 / 3.6 text_config values, from public transcriptions of each checkpoint's
+    # config.json (parameter counts not read: plan has no weight figure for them).
+    # 9B: 32 layers, hidden 4096, 16 heads, 4 KV heads, 32 linear value heads (a deployment's
+    # check of the published artifact's topology).
+    "Qwen/Qwen3.5-9B": _qwen3_5(4096, 32, 16, 4, 32),
+    # 27B: 64 layers, hidden 5120, 24 heads, 4 KV heads, 48 linear value heads (Megatron-Bridge's
+    # Qwen3.5-27B test config; slime's launch arguments agree: 24 heads, 4 groups, kv 256).
+    "Qwen/Qwen3.5-27B": _qwen3_5(5120, 64, 24, 4, 48),
+    # 35B-A3B (MoE, 256 experts): 40 layers, hidden 2048, 16 heads, 2 KV heads (a pinned audit of
+    # the public config); 32 linear value heads as in public Qwen3.5-MoE parser tests of that
+    # width (medium confidence). Qwen3.6-35B-A3B ships the same text_config layout.
+    "Qwen/Qwen3.5-35B-A3B": _qwen3_5(2048, 40, 16, 2, 32, moe=True),
+    "Qwen/Qwen3.6-35B-A3B": _qwen3_5(2048, 40, 16, 2, 32, moe=True),
+    # 397B-A17B (MoE, 512 experts): 60 layers, hidden 4096, 32 heads, 2 KV heads, 64 linear value
+    # heads (the checkpoint's config.json as quoted in a public parallelism analysis).
+    "Qwen/Qwen3.5-397B-A17B": _qwen3_5(4096, 60, 32, 2, 64, moe=True),
     # config.json: Synthetica-AI/gemma-3-4b-it ("Copy model google/gemma-3-4b-it"); public copies of
     # the 12B/27B text_config (12B: 3840/48/16/8, head_dim default 256; 27B: head_dim 128).
     "google/gemma-3-4b-it": BuiltinModel(_gemma3(2560, 34, 8, 4, 256), _GEMMA3_PREPROCESSOR),
@@ -299,7 +363,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     ),
     # config.json: public Mistral-Small-3.1-24B-Instruct-2503 copies (spatial_merge_size 2,
     # vision image_size 1540, patch 14); preprocessor/processor: Mistral-Small-3.x siblings
-    # (patch 14, longest_edge 1540, spatial_merge_size 2), see shared/reference/model-configs.md.
+    # (patch 14, longest_edge 1540, spatial_merge_size 2).
     "mistralai/Mistral-Small-3.1-24B-Instruct-2503": BuiltinModel(
         config={
             "model_type": "mistral3",
@@ -311,7 +375,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
         preprocessor=_pixtral_preprocessor(14, 1540, spatial_merge_size=2),
     ),
     # config.json: GLM-4.1V-9B text 4096/40 layers/32 heads/2 KV heads (public copies of the
-    # checkpoint's config); 65,536 positions (model card). Preprocessor: model-configs.md
+    # checkpoint's config); 65,536 positions (model card). Preprocessor: public copies
     # (medium confidence: AutoGLM-Phone-9B / GLM-4.6V-Flash copies, same values as the
     # transformers smart_resize defaults 112*112 and 14*14*2*2*2*6144).
     "zai-org/GLM-4.1V-9B-Thinking": BuiltinModel(
@@ -338,7 +402,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     # config.json: model_type, pinpoints and the "default" strategy as in the repo's file (copies in
     # laion/llava-v1.6-mistral-7b_openvino_int8, Ayush374/quantised_llava); the text tower is
     # Mistral-7B-Instruct-v0.2: 32 layers, 32 heads, 8 KV heads of 128, 32,768 positions, no
-    # sliding window. Preprocessor + processor_config.json values: model-configs.md.
+    # sliding window. Preprocessor + processor_config.json values: the same copies.
     "llava-hf/llava-v1.6-mistral-7b-hf": BuiltinModel(
         config={
             "model_type": "llava_next",
@@ -367,7 +431,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     # config.json: pinpoints from mgoin/llava-onevision-qwen2-7b-ov-hf-bnb-full-4bit
     # (_name_or_path llava-hf/llava-onevision-qwen2-7b-ov-hf); text tower Qwen2-7B-Instruct:
     # 28 layers, 28 heads, 4 KV heads of 128, 32,768 positions. Processor values:
-    # model-configs.md (num_image_tokens 729, "full", anyres_max_9).
+    # the same repository's (num_image_tokens 729, "full", anyres_max_9).
     "llava-hf/llava-onevision-qwen2-7b-ov-hf": BuiltinModel(
         config={
             "model_type": "llava_onevision",
@@ -409,7 +473,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     ),
     # config.json: Llama-3.1-8B-Instruct text tower (32 layers, 32 heads, 8 KV heads of 128,
     # 131,072 positions); SigLIP at 364 px, patch 14, scale_factor 2 -> 169 tokens a crop.
-    # Preprocessor: model-configs.md (1456 / 364, medium confidence).
+    # Preprocessor: public copies (1456 / 364, medium confidence).
     "HuggingFaceM4/Idefics3-8B-Llama3": BuiltinModel(
         config={
             "model_type": "idefics3",
@@ -422,7 +486,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     ),
     # config.json: SmolLM2-1.7B-based text tower (24 layers, 32 heads, 32 KV heads of 64,
     # 16,384 positions; the SmolVLM 2B text config as quoted in public ports); SigLIP at 384 px,
-    # patch 14, scale_factor 3 -> 81 tokens a crop. Preprocessor: model-configs.md.
+    # patch 14, scale_factor 3 -> 81 tokens a crop. Preprocessor: the same ports.
     "HuggingFaceTB/SmolVLM2-2.2B-Instruct": BuiltinModel(
         config={
             "model_type": "smolvlm",
@@ -438,7 +502,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     # Llama-4-Scout-17B-16E config.json quoted in AMD-AGI/Primus#165; the Instruct model's
     # 10,485,760 positions (40x the base model's, huggingface/text-generation-inference#3245).
     # Vision: 336 px, patch 14, pixel_shuffle_ratio 0.5 (the same config's vision_config).
-    # Processor values: Llama4ImageProcessor / Llama4Processor class defaults (model-configs.md).
+    # Processor values: Llama4ImageProcessor / Llama4Processor class defaults (transformers).
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": _llama4(10485760, None),
     # MoE in every other layer (128 experts); attention as Scout's: 48 layers, 40 heads, 8 KV
     # heads of 128, attention_chunk_size 8192, default NoPE interval 4, bfloat16; 1,048,576

@@ -308,7 +308,7 @@ def plan_completion(
     created_cache_tokens: int = 0,
 ) -> Completion:
     """Count tokens as vLLM would: refuse an over-long prompt or ``max_tokens``, clamp
-    ``max_tokens`` to the room the prompt leaves (``vllm-facts.md`` §3a, §10)."""
+    ``max_tokens`` to the room the prompt leaves (vLLM 0.33's ``get_max_tokens``)."""
     prompt_tokens = config.prompt_tokens_fn(body)
     images = count_images(body)
     image_tokens = config.image_tokens_fn(body) if images else 0

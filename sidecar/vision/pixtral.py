@@ -14,6 +14,9 @@ Two edges follow the processor run on real images, not transformers' size-only c
 - a side that the shrink floors to 0 px (e.g. 2000 x 1 with L = 1024): the processor refuses
   the image (an empty target size), while the count reports 0 tokens.
 
+LightOnOCR (``from_lightonocr_configs``) is the same grid as vLLM 0.33 counts it for that model:
+fitted into ``vision_config.image_size``, ``rows x cols`` tokens with no break or end tokens.
+
 vLLM with ``--tokenizer-mode mistral`` counts with mistral_common instead, which rounds the
 shrunken sides; the rule follows the Hugging Face processor (``--tokenizer-mode auto/hf``).
 """

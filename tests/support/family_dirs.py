@@ -19,8 +19,9 @@ from typing import Any
 
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
+
 WORDS = ("hello", "describe", "the", "image", "please", "\n")
-VLLM_MAX_IMAGE_PIXELS = 178_956_970  # the largest image vLLM 0.33 loads (VLLM_MAX_IMAGE_PIXELS)
 
 
 def write_tokenizer(

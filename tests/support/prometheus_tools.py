@@ -56,7 +56,7 @@ async def promtool(*args: str, stdin: bytes | None = None, cwd: Path | None = No
     return text
 
 
-# vLLM's series as vllm-facts.md section 4 lists them, named as Prometheus stores them.
+# vLLM's series as vLLM 0.33's PrometheusStatLogger defines them, named as Prometheus stores them.
 _VLLM_GAUGES = (
     "cache_config_info",
     "kv_cache_usage_perc",

@@ -1,5 +1,5 @@
-"""``tokens`` and ``plan`` with pipeline and data parallelism: the worked numbers of docs/deploy.md
-(Deploy, "Pipeline and data parallelism")."""
+"""``tokens`` and ``plan`` with pipeline and data parallelism: the worked numbers of
+docs/deploy/parallelism.md."""
 
 from __future__ import annotations
 

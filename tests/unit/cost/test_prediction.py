@@ -1,7 +1,8 @@
 """prediction: output tokens cut to the room vLLM's context leaves (``held_output_tokens``).
 
 vLLM generates at most ``max_model_len - prompt`` tokens whatever ``max_tokens`` says (it is
-silently clamped, ``vllm-facts.md`` section 10), so KV is never held past the context.
+silently clamped by ``get_max_tokens`` in ``vllm/entrypoints/serve/utils/api_utils.py``), so KV
+is never held past the context.
 """
 
 from __future__ import annotations
@@ -85,3 +86,11 @@ def test_several_prompts_never_hold_less_than_vllm_can(
 def test_a_request_vllm_only_renders_holds_nothing() -> None:
     rendered = replace(_text_only(1_000, 0), holds_kv=False)
     assert with_kv_bytes(rendered, KV, context_tokens=16_384).kv_bytes == 0
+
+
+def test_a_prompt_is_exact_only_with_counted_text_and_no_allowance() -> None:
+    counted = replace(_text_only(100, 8), text_tokens_exact=True)
+    assert counted.prompt_tokens_exact
+    assert not _text_only(100, 8).prompt_tokens_exact  # text estimated from characters
+    with_audio = replace(counted, media_tokens=1_500)  # an audio item at its allowance
+    assert not with_audio.prompt_tokens_exact

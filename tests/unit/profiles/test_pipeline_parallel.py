@@ -142,7 +142,7 @@ def test_pipeline_parallel_of_one_changes_nothing() -> None:
         assert one.request_kv_bytes(12_345) == plain.request_kv_bytes(12_345)
 
 
-# -- worked numbers (docs/deploy.md, "Pipeline and data parallelism") ---------------------------
+# -- worked numbers (docs/deploy/parallelism.md) ------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ def gemma4_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def rule(directory: Path, **kwargs: object) -> Gemma4Rule:
-    vision = load_profile(str(directory), ProfileOverrides(mm_processor_kwargs=kwargs)).vision
+    vision = load_profile(str(directory), ProfileOverrides(mm_processor_kwargs=kwargs)).vision.rule
     assert isinstance(vision, Gemma4Rule)
     return vision
 

@@ -22,7 +22,7 @@ from tests.support.family_dirs import (
 
 
 def rule(directory: Path, overrides: ProfileOverrides | None = None) -> InternVLChatRule:
-    vision = load_profile(str(directory), overrides).vision
+    vision = load_profile(str(directory), overrides).vision.rule
     assert isinstance(vision, InternVLChatRule)
     return vision
 

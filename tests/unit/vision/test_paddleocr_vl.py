@@ -19,7 +19,7 @@ from tests.support.family_dirs import write_paddleocr_vl_dir
 
 @pytest.fixture(scope="module")
 def paddle(tmp_path_factory: pytest.TempPathFactory) -> PaddleOCRVLRule:
-    rule = load_profile(str(write_paddleocr_vl_dir(tmp_path_factory.mktemp("p")))).vision
+    rule = load_profile(str(write_paddleocr_vl_dir(tmp_path_factory.mktemp("p")))).vision.rule
     assert isinstance(rule, PaddleOCRVLRule)
     return rule
 

@@ -313,3 +313,19 @@ def test_the_worked_numbers_in_the_docs() -> None:
     qwen = hybrid_geometry(QWEN3_5_27B)
     assert (64 * 4096 * 1000, qwen.request_blocks(1000)) == (250 * 2**20, 8)
     assert format_bytes(qwen.request_kv_bytes(1000)) == "392 MiB"
+
+
+@pytest.mark.parametrize(
+    ("builtin", "text"),
+    [("Qwen/Qwen3.5-27B", QWEN3_5_27B), ("Qwen/Qwen3.5-35B-A3B", QWEN3_5_35B_A3B)],
+    ids=["dense", "moe"],
+)
+def test_builtin_qwen3_5_profiles_lay_out_the_public_configs_blocks(
+    builtin: str, text: dict[str, Any]
+) -> None:
+    # The defaults: prefix caching on, FlashInfer's GDN prefill assumed until vLLM is read.
+    kv = load_profile(builtin).kv
+    public = hybrid_geometry(text, prefill_checkpoint_tokens=GDN_PREFILL_CHECKPOINT_TOKENS)
+    assert (kv.block_tokens, kv.bytes_per_block) == (public.block_tokens, public.bytes_per_block)
+    for tokens in (1, 8192, 262_144):
+        assert kv.request_kv_bytes(tokens) == public.request_kv_bytes(tokens)

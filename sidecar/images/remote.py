@@ -60,7 +60,7 @@ from sidecar.images.addresses import (
 )
 from sidecar.images.probe import ImageHeader, probe_bytes
 from sidecar.images.resolver import PinnedResolver, Resolver, resolve_with_getaddrinfo
-from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
+from sidecar.settings import VLLM_MAX_IMAGE_PIXELS
 
 __all__ = [  # IPAddress, Resolver and the two defaults shape the prober's constructor
     "IPAddress",

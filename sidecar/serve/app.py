@@ -32,6 +32,7 @@ from sidecar.engine import (
     cache_dtype_differs,
     kv_geometry_after,
 )
+from sidecar.engine.calibration import EngineCalibration
 from sidecar.images.addresses import IPAddress, is_public_address
 from sidecar.images.remote import RemoteImagePolicy, RemoteImageProber
 from sidecar.images.resolver import Resolver
@@ -46,6 +47,7 @@ from sidecar.observe.traffic import TrafficLog
 from sidecar.profiles import ModelProfile, ProfileOverrides, load_profile
 from sidecar.serve.keys import (
     BUDGETS,
+    CALIBRATION,
     DRAIN,
     ENGINE,
     LEDGER,
@@ -65,7 +67,7 @@ from sidecar.serve.keys import (
 )
 from sidecar.serve.relay import Upstream
 from sidecar.serve.router import dispatch, expect_continue
-from sidecar.settings import Mode, RemoteImages, Settings
+from sidecar.settings import Mode, Pricing, RemoteImages, Settings
 
 READINESS_TIMEOUT_SECONDS = 2.0
 
@@ -106,7 +108,11 @@ def make_app(
 ) -> web.Application:
     """The traffic application, with metrics on ``registry``; ``remote_prober`` replaces the
     one built from settings (tests inject one with a stub resolver)."""
-    profile = profile or load_profile(settings.model, ProfileOverrides.from_settings(settings))
+    profile = profile or load_profile(
+        settings.model,
+        ProfileOverrides.from_settings(settings),
+        engine_only=settings.pricing is not Pricing.RULE,  # a family with no rule: ask vLLM
+    )
     registry = registry or CollectorRegistry()
     metrics = Metrics(registry, model=model_label(settings, profile))
     budgets = BudgetsInForce(Budgets.from_settings(settings, profile))
@@ -117,15 +123,23 @@ def make_app(
         max_tenant_queue_depth=settings.max_tenant_queue_depth,
         aging_seconds=settings.priority_aging_seconds,
     )
+    engine = EngineView(kv=profile.kv, max_position_embeddings=profile.max_position_embeddings)
+    calibration = EngineCalibration(
+        settings,
+        profile,
+        model=metrics.model,
+        logger=get_logger(),
+        context_tokens=lambda: engine.context_tokens,
+    )
     pricer = Pricer(
         profile,
         PricingPolicy.from_settings(settings),
         remote_prober or make_remote_prober(settings),
         _prompt_counter(settings, profile),
         _text_overhead(settings, profile),
+        engine=calibration.prices,
     )
     saturation = SaturationGate(settings.saturation_kv_usage, settings.saturation_waiting_requests)
-    engine = EngineView(kv=profile.kv, max_position_embeddings=profile.max_position_embeddings)
 
     # The inspected routes read and bound the body themselves; pass-through streams it.
     app = web.Application(client_max_size=int(settings.max_body_bytes))
@@ -145,6 +159,7 @@ def make_app(
     )
     app[RESIZE_POOL] = ThreadPoolExecutor(settings.downscale_workers, thread_name_prefix="resize")
     app[ENGINE] = engine
+    app[CALIBRATION] = calibration
     app[DRAIN] = Drain()
     app[TRAFFIC] = TrafficLog(settings, metrics.model)
 
@@ -164,6 +179,7 @@ def make_app(
     metrics.watch_bands(ledger, policy)
     metrics.watch_engine(lambda: engine.facts, lambda: saturation.saturated)
     metrics.watch_kv_geometry(lambda: engine.kv)
+    metrics.watch_calibration(calibration)
     metrics.watch_budgets(
         lambda: budgets.current,
         queue_timeout_seconds=settings.queue_timeout_seconds,
@@ -213,26 +229,37 @@ async def _traffic_log(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _engine_watcher(app: web.Application) -> AsyncIterator[None]:
-    settings = app[SETTINGS]
-    if settings.engine_poll_seconds <= 0:
+    settings, logger = app[SETTINGS], app[LOGGER]
+    upstream, calibration = app[UPSTREAM], app[CALIBRATION]
+    calibration.attach(upstream.session, upstream.base_url)
+    remembered = calibration.load_memo()
+    if remembered:
+        logger.info("engine_memo.loaded", sizes=remembered, path=settings.engine_memo_path)
+    if settings.engine_poll_seconds <= 0:  # no poll: no self-check either
         yield
+        await calibration.close()
         return
-    logger = app[LOGGER]
 
     def failed(error: str) -> None:
         logger.debug("engine.unreachable", error=error)
 
-    upstream = app[UPSTREAM]
+    def polled(facts: EngineFacts) -> None:
+        apply_engine_facts(app, facts)
+        calibration.refresh_bound()
+        calibration.engine_polled()
+
     watcher = EngineWatcher(
         upstream.session,
         upstream.base_url,
         interval_seconds=settings.engine_poll_seconds,
-        on_facts=lambda facts: apply_engine_facts(app, facts),
+        on_facts=polled,
         on_failure=failed,
+        on_connected=calibration.engine_connected,
     )
     watcher.start()
     yield
     await watcher.stop()
+    await calibration.close()
 
 
 def apply_engine_facts(app: web.Application, facts: EngineFacts) -> None:
@@ -284,7 +311,7 @@ def apply_engine_facts(app: web.Application, facts: EngineFacts) -> None:
 
 def make_metrics_app(traffic: web.Application, registry: CollectorRegistry) -> web.Application:
     """``/metrics``, ``/healthz`` and ``/readyz`` on the metrics port."""
-    upstream, drain = traffic[UPSTREAM], traffic[DRAIN]
+    upstream, drain, calibration = traffic[UPSTREAM], traffic[DRAIN], traffic[CALIBRATION]
 
     async def metrics(_: web.Request) -> web.Response:
         response = web.Response(body=generate_latest(registry))
@@ -298,6 +325,9 @@ def make_metrics_app(traffic: web.Application, registry: CollectorRegistry) -> w
     async def readyz(_: web.Request) -> web.Response:
         if drain.draining:
             return web.json_response({"status": "draining"}, status=503)
+        held = calibration.holds_readiness
+        if held is not None:  # SIDECAR_RULE_MISMATCH=refuse
+            return web.json_response({"status": "not ready", "detail": held}, status=503)
         try:
             async with upstream.session.get(
                 upstream.url("/health"),

@@ -275,6 +275,13 @@ def test_mamba2_groups_are_replicated_to_cover_every_head_shard() -> None:
     }
 
 
+def test_blocks_that_hold_nothing_still_take_their_place_in_the_pipeline_split() -> None:
+    # vLLM splits Nemotron-Nano-9B-v2's 56 decoder blocks 28/28; the MLP blocks hold no KV.
+    staged = replace(hybrid_geometry(NEMOTRON_NANO_9B_V2), pipeline_parallel_size=2)
+    assert (staged.num_decoder_layers, staged.num_layers) == (56, 31)
+    assert staged.stage_layers == (28, 28)
+
+
 KV_GEOMETRY_DOC = ROOT / "docs" / "kv-geometry.md"
 DOC_MODELS = {
     "Qwen3.5-27B": QWEN3_5_27B,

@@ -309,7 +309,15 @@ async def harness(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Har
     directory = tmp_path_factory.mktemp("prometheus")
     async with contextlib.AsyncExitStack() as stack:
         standin = await stack.enter_async_context(
-            run_standin(StandinConfig(served_model_name=QWEN, model_aliases=(MODEL_ALIAS,)))
+            run_standin(
+                # Image-token details, as vLLM's --enable-prompt-tokens-details gives them: the
+                # dashboard's "Rule against vLLM" reads the image-token error they feed.
+                StandinConfig(
+                    served_model_name=QWEN,
+                    model_aliases=(MODEL_ALIAS,),
+                    enable_prompt_tokens_details=True,
+                )
+            )
         )
         settings = Settings(
             model=QWEN,

@@ -22,9 +22,9 @@ only from its own stage or an earlier one (``tests/unit/test_layout.py`` keeps i
    the upstream relay, body rewriting, error answers
    ``advisor/``    offline: replay the traffic log under candidate settings (the same pricing
    and decision code, the ledger simulated), sweep budgets and recommend them
+   ``standin/``    a stand-in for vLLM's HTTP API, for tests and the demo
 8. ``cli/``        the commands: serve, tokens, plan (the capacity worksheet), demo, replay,
    advise
-   ``standin/``    a stand-in for vLLM's HTTP API, for tests and the demo
 
 Stages 1-4 are pure and synchronous except the ledger, the saturation gate and URL probes;
 only ``serve``, ``engine``'s watcher and URL fetching do network I/O.

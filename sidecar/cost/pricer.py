@@ -50,7 +50,7 @@ from sidecar.images.remote import (
 )
 from sidecar.profiles import ModelProfile
 from sidecar.routes import BodyShape, Work
-from sidecar.settings import RemoteImages, Settings
+from sidecar.settings import VLLM_MAX_IMAGE_PIXELS, RemoteImages, Settings
 from sidecar.video import TextTokenCounter, VideoRule, VideoTokens
 from sidecar.video.probe import (
     VideoHeader,
@@ -84,7 +84,7 @@ class PricingPolicy:
     """The operator's choices that change a price."""
 
     remote_images: RemoteImages = RemoteImages.ASSUME_MAX
-    max_decode_pixels: int = 178_956_970
+    max_decode_pixels: int = VLLM_MAX_IMAGE_PIXELS
     video_tokens_per_item: int = 16_384
     audio_tokens_per_item: int = 1_500
     embeds_tokens_per_item: int = 0  # 0: embeddings inputs are refused, as vLLM does by default
@@ -266,7 +266,7 @@ class Pricer:
                                  for i in sequence.images)
                     for sequence, prompt in zip(parsed.sequences, prompts, strict=True)
                 ], True  # fmt: skip
-        overhead = self.text_overhead or overhead_for(self.profile.model_type)
+        overhead = self.text_overhead or overhead_for(self.profile.architecture.prompt_family)
         tools = bool(parsed.skeleton.get("tools"))
         return [
             estimate_sequence_tokens(

@@ -40,7 +40,7 @@ from sidecar.engine.rule_check import RuleCheck, likely_cause, run_rule_check
 from sidecar.errors import ConfigurationError
 from sidecar.profiles import ModelProfile
 from sidecar.settings import Mode, Pricing, RuleMismatch, Settings
-from sidecar.vision import ImageTokens
+from sidecar.vision import ImageTokens, family_rule
 from sidecar.vision.engine_only import EngineOnlyRule
 
 CHECK_RETRY_SECONDS = 30.0
@@ -68,7 +68,7 @@ class EngineCalibration:
         self._model = model
         self._logger = logger
         self._context_tokens = context_tokens
-        self.engine_only = isinstance(profile.vision, EngineOnlyRule)
+        self.engine_only = isinstance(family_rule(profile.vision), EngineOnlyRule)
         if self.engine_only and settings.pricing is Pricing.RULE:
             raise ConfigurationError(
                 f"model {profile.name!r} has no native rule; SIDECAR_PRICING=rule cannot price it"

@@ -18,6 +18,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from sidecar.admission.budgets import Budgets, BudgetsInForce
+from sidecar.admission.discipline import PriorityPolicy
 from sidecar.admission.ledger import KvLedger
 from sidecar.admission.saturation import SaturationGate
 from sidecar.cost.pricer import Pricer, PricingPolicy
@@ -53,6 +54,7 @@ from sidecar.serve.keys import (
     LOGGER,
     METRICS,
     PRICER,
+    PRIORITY_POLICY,
     PROFILE,
     RESIZE_POOL,
     ROUTER_LOAD,
@@ -116,7 +118,10 @@ def make_app(
     budgets = BudgetsInForce(Budgets.from_settings(settings, profile))
     shadow = settings.mode is Mode.SHADOW
     ledger = KvLedger(
-        0 if shadow else budgets.current.kv_budget_bytes, max_queue_depth=settings.max_queue_depth
+        0 if shadow else budgets.current.kv_budget_bytes,
+        max_queue_depth=settings.max_queue_depth,
+        max_tenant_queue_depth=settings.max_tenant_queue_depth,
+        aging_seconds=settings.priority_aging_seconds,
     )
     engine = EngineView(kv=profile.kv, max_position_embeddings=profile.max_position_embeddings)
     calibration = EngineCalibration(
@@ -142,6 +147,7 @@ def make_app(
     app[PROFILE] = profile
     app[BUDGETS] = budgets
     app[LEDGER] = ledger
+    app[PRIORITY_POLICY] = policy = PriorityPolicy.from_settings(settings)
     app[SATURATION] = saturation
     app[PRICER] = pricer
     app[METRICS] = metrics
@@ -170,6 +176,7 @@ def make_app(
     registry.register(router_load)
     app[ROUTER_LOAD] = RouterLoadExposition(router_load)
     metrics.watch_ledger(ledger)
+    metrics.watch_bands(ledger, policy)
     metrics.watch_engine(lambda: engine.facts, lambda: saturation.saturated)
     metrics.watch_kv_geometry(lambda: engine.kv)
     metrics.watch_calibration(calibration)
@@ -191,7 +198,7 @@ def make_app(
 def _prompt_counter(settings: Settings, profile: ModelProfile) -> PromptCounter | None:
     if not settings.exact_text_tokens or profile.source == "builtin":
         return None
-    return PromptCounter.from_model_dir(Path(profile.source), profile.model_type)
+    return PromptCounter.from_model_dir(Path(profile.source), profile.architecture.prompt_family)
 
 
 def _text_overhead(settings: Settings, profile: ModelProfile) -> TemplateOverhead | None:

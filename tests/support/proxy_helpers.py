@@ -23,6 +23,7 @@ from sidecar.images.refs import SequenceRef
 from sidecar.profiles import load_profile
 from sidecar.serve.keys import LEDGER, METRICS
 from sidecar.serve.server import RunningSidecar
+from sidecar.standin import FAULT_HEADER
 from sidecar.vision import VisionRule
 from tests.support.imaging import PROMPT
 from tests.support.sidecars import QWEN
@@ -93,7 +94,7 @@ async def post(
 
 def fault(value: str) -> dict[str, str]:
     """Request headers asking the stand-in for a fault (``x-standin-fault``), as JSON."""
-    return {"Content-Type": "application/json", "x-standin-fault": value}
+    return {"Content-Type": "application/json", FAULT_HEADER: value}
 
 
 def ledger_is_idle(sidecar: RunningSidecar) -> bool:
@@ -139,7 +140,9 @@ def text_tokens(
     built-in template framing; a completions prompt (``messages=0``) has no template."""
     texts = [text] if isinstance(text, str) else list(text)
     sequence = SequenceRef.of_text("".join(texts), messages=messages)
-    return estimate_sequence_tokens(sequence, chars_per_token, overhead_for(PROFILE.model_type))
+    return estimate_sequence_tokens(
+        sequence, chars_per_token, overhead_for(PROFILE.architecture.prompt_family)
+    )
 
 
 def expected(

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import astuple
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from sidecar.advisor.records import TrafficRecord, parse_lines, parse_record
+from sidecar.advisor.records import TrafficRecord, parse_lines, parse_record, read_traffic_log
+from tests.support.sidecars import QWEN
 from tests.support.traffic_lines import COST_FIELDS, OWN_FIELDS, record_line
 
 
@@ -87,6 +89,22 @@ def test_a_head_holding_a_cost_field_borrows_no_cost() -> None:
     assert rows(records) == rows(plainly(lines))
 
 
+def test_queue_tags_are_read_with_a_shared_cost() -> None:
+    lines = [
+        line({"id": "a", "t": 1.0}),
+        line({"id": "b", "t": 2.0}, before=b'"obj":"batch","prio":3,"tenant":"9f2c",'),
+        line({"id": "c", "t": 3.0}, before=b'"tenant":"9f2c",'),
+    ]
+    records = parse_lines(lines).records
+    assert [(r.objective, r.body_priority, r.tenant) for r in records] == [
+        (None, None, ""),
+        ("batch", 3, "9f2c"),
+        (None, None, "9f2c"),
+    ]
+    assert records[0].cost is records[1].cost is records[2].cost
+    assert rows(records) == rows(plainly(lines))
+
+
 def test_random_logs_read_as_a_line_by_line_parse_reads_them() -> None:
     rng = random.Random(11)
     tails = [
@@ -101,6 +119,8 @@ def test_random_logs_read_as_a_line_by_line_parse_reads_them() -> None:
     afters = [b"", b"", b"", b',"t":7.0', b',"held":null', b',"text":3', b',"wait" : 1']
     # Fields written between the request's own and the cost: cost fields, or one of its own.
     befores = [b"", b"", b"", b'"media":[["audio"]],', b'"px":[1,2],', b'"kv":9,', b'"t":3.0,']
+    # The queue tags (own fields written after the others), in order and out of it.
+    befores += [b'"obj":"chat","tenant":"t1",', b'"prio":-2,', b'"tenant":"x","obj":"b",']
     for _ in range(50):
         lines = [orjson.dumps({"kind": "settings", "settings": {"model": "m"}})]
         for number in range(rng.randint(0, 40)):
@@ -121,3 +141,29 @@ def test_random_logs_read_as_a_line_by_line_parse_reads_them() -> None:
         contents = parse_lines(lines)
         assert rows(contents.records) == rows(plainly(lines))
         assert contents.headers == 1
+
+
+def test_lines_are_read_oldest_file_first_and_bad_lines_are_counted(tmp_path: Path) -> None:
+    def line(request_id: str, arrival: float) -> bytes:
+        return orjson.dumps(
+            {
+                "id": request_id,
+                "t": arrival,
+                "route": "chat_completions",
+                "model": QWEN,
+                "decision": "admit",
+                "reason": "within_budget",
+                "wait": 0,
+                "dur": 1,
+                "held": 1,
+            }
+        )
+
+    header = orjson.dumps({"kind": "settings", "settings": {"model": QWEN}})
+    (tmp_path / "t.jsonl.1").write_bytes(b"\n".join([header, line("old", 5.0)]) + b"\n")
+    (tmp_path / "t.jsonl").write_bytes(b"\n".join([header, line("new", 9.0), b'{"cut']))
+    contents = read_traffic_log(tmp_path / "t.jsonl")
+    assert [r.request_id for r in contents.records] == ["old", "new"]
+    assert (contents.headers, contents.skipped_lines) == (2, 1)
+    assert contents.records[0].cost is None
+    assert parse_lines([b"", b"[1, 2]", b"{}"]).skipped_lines == 2

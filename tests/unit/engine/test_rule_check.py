@@ -7,11 +7,11 @@ from sidecar.cost.engine_prices import EngineCount
 from sidecar.engine.rule_check import Count, check_sizes, likely_cause, run_rule_check
 from sidecar.errors import ImageError
 from sidecar.profiles import load_profile
-from sidecar.vision import VisionRule
+from sidecar.vision import VisionRule, family_rule
 from sidecar.vision.qwen import QwenSmartResizeRule
 from tests.support.sidecars import QWEN
 
-_VISION = load_profile(QWEN).vision
+_VISION = family_rule(load_profile(QWEN).vision)
 assert isinstance(_VISION, QwenSmartResizeRule)
 RULE: QwenSmartResizeRule = _VISION
 

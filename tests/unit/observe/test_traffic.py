@@ -3,7 +3,10 @@ the file rotates with its settings header on every generation; a lagging writer 
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import logging.handlers
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +14,13 @@ import orjson
 import pytest
 
 from sidecar.admission.decision import Admit
+from sidecar.admission.discipline import QueueTags
 from sidecar.advisor.records import parse_record, read_traffic_log
 from sidecar.advisor.repricing import Candidate
 from sidecar.cost.pricer import Pricer, PricingPolicy
 from sidecar.cost.request_body import parse_request_body
 from sidecar.observe.record import RequestRecord
-from sidecar.observe.traffic import TrafficLog, traffic_entry
+from sidecar.observe.traffic import TrafficLog, settings_header, tenant_hasher, traffic_entry
 from sidecar.observe.usage import Usage
 from sidecar.profiles import load_profile
 from sidecar.routes import Route
@@ -96,6 +100,34 @@ async def test_a_traffic_line_reprices_to_the_pricers_figures(name: str) -> None
     )
 
 
+@pytest.mark.parametrize(
+    ("setting", "salt", "expected"),
+    [("as_sent", "", "acme"), ("hash", "pepper", "unused")],
+    ids=["as-sent", "salted-hash"],
+)
+async def test_a_traffic_line_records_the_queue_tags_and_the_tenant_as_chosen(
+    setting: str, salt: str, expected: str
+) -> None:
+    record = await priced_record(*BODIES["chat"])
+    record.queue_tags = QueueTags("batch", 3, "acme")
+    settings = Settings(model=QWEN, traffic_log_tenant=setting, traffic_log_tenant_salt=salt)
+    line = traffic_entry(record, QWEN, PricingPolicy(), tenant_hasher(settings))
+    assert (line["obj"], line["prio"]) == ("batch", 3)
+    if setting == "as_sent":
+        assert line["tenant"] == expected
+    else:
+        assert line["tenant"] == hashlib.sha256(b"pepperacme").hexdigest()[:16]
+    again = parse_record(orjson.loads(orjson.dumps(line)))
+    assert (again.objective, again.body_priority, again.tenant) == ("batch", 3, line["tenant"])
+
+
+def test_the_tenant_hash_is_stable_with_a_salt_and_random_without_one() -> None:
+    salted = Settings(model=QWEN, traffic_log_tenant_salt="s")
+    assert tenant_hasher(salted)("acme") == tenant_hasher(salted)("acme") != "acme"
+    assert tenant_hasher(SETTINGS)("acme") != tenant_hasher(SETTINGS)("acme")
+    assert "traffic_log_tenant_salt" not in settings_header(salted)["settings"]
+
+
 def test_a_request_refused_before_pricing_keeps_only_its_timing_and_answer() -> None:
     record = RequestRecord("r2", Route.CHAT)
     record.finished_at = record.arrived_at + 0.25
@@ -139,16 +171,21 @@ async def test_a_lagging_writer_drops_lines_instead_of_growing(
     path = tmp_path / "traffic.jsonl"
     traffic = TrafficLog(Settings(model=QWEN, traffic_log=str(path)), QWEN)
     record = await priced_record(*BODIES["chat"])
-    traffic.start()
-    assert traffic._listener is not None
-    writer = traffic._listener.handlers[0]
-    writer.acquire()  # the writer thread blocks on its handler's lock
+    disk_free = threading.Event()
+    write_to_disk = logging.handlers.RotatingFileHandler.emit
+
+    def slow_disk(handler: logging.handlers.RotatingFileHandler, line: logging.LogRecord) -> None:
+        disk_free.wait(timeout=10)
+        write_to_disk(handler, line)
+
+    traffic.start()  # the settings header is written before the disk slows down
+    monkeypatch.setattr(logging.handlers.RotatingFileHandler, "emit", slow_disk)
     try:
         for _ in range(20):
             traffic.write(record)
         assert traffic.dropped >= 16  # 3 queued, at most 1 taken by the blocked writer
     finally:
-        writer.release()
+        disk_free.set()
     traffic.stop()
     assert len(read_traffic_log(path).records) == 20 - traffic.dropped
 

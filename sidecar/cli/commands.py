@@ -123,6 +123,7 @@ def _rule_profile(args: argparse.Namespace, *, tensor_parallel_size: int) -> Mod
             prefix_caching=args.enable_prefix_caching,
             gdn_prefill_backend=args.gdn_prefill_backend,
         ),
+        engine_only=args.engine is not None,  # a family with no rule: vLLM prices it
     )
 
 

@@ -6,7 +6,8 @@ to what the processors read (the text tower is tiny: no weights are read, only i
 validated), and a tokenizer whose vocabulary is the family's special tokens (a WordLevel
 ``tokenizers`` file): vLLM's prompt updates look only for those. ``write_model`` writes the
 directory; ``vllm_outcomes`` runs the worker once for all families, a single process whose
-vLLM import (the slow part, 20 to 60 s on a busy 2-core machine) is paid once.
+vLLM import is paid once, with a fresh vLLM cache each run (its time:
+docs/supported-models.md).
 
 Values, and where they are from:
 
@@ -399,7 +400,13 @@ def vllm_outcomes(
             [str(VLLM_RENDER / "bin" / "python"), str(WORKER), str(job_path), str(out_path)],
             check=True,
             timeout=WORKER_TIMEOUT_SECONDS,
-            env={"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+            env={
+                "VLLM_TARGET_DEVICE": "cpu",
+                "HF_HUB_OFFLINE": "1",  # the directories are complete: nothing is fetched
+                "VLLM_CACHE_ROOT": scratch,  # hermetic: no model-info cache carried over
+                "HOME": scratch,
+                "PATH": "/usr/bin:/bin",
+            },
             cwd=scratch,
         )
         results: dict[str, Any] = json.loads(out_path.read_text())

@@ -9,8 +9,8 @@ then vLLM's prompt updates), whose placeholder must equal that count, so the siz
 is the one a served request gets. The sidecar's outcome is ``load_profile(directory)``'s rule
 on the same directory: its token count, or a refusal.
 
-One worker process serves every family: vLLM's import dominates (20 to 60 s on a busy 2-core
-machine), each family adds a few seconds.
+One worker process serves every family: vLLM's import dominates, each family adds a few
+seconds (measured in docs/supported-models.md).
 """
 
 from __future__ import annotations

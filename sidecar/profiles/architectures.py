@@ -490,14 +490,16 @@ ENGINE_PRICING_HINT = (
 
 
 def find_architecture(config: Mapping[str, Any]) -> Architecture | None:
-    """The table's entry for a ``config.json``: its first known ``architectures`` entry (as
-    vLLM's registry tries them in order), else its ``model_type``; None when neither is known."""
+    """The table's entry for a ``config.json``: its first known ``architectures`` entry (vLLM's
+    registry tries them in order); only a config naming no architecture is dispatched by its
+    ``model_type``. None when neither is known."""
     names = config.get("architectures")
-    if isinstance(names, Sequence) and not isinstance(names, str):
+    if isinstance(names, Sequence) and not isinstance(names, str) and names:
         for name in names:
             entry = ARCHITECTURES.get(str(name))
             if entry is not None:
                 return entry
+        return None
     return _BY_MODEL_TYPE.get(str(config.get("model_type", "")))
 
 
@@ -509,7 +511,8 @@ def resolve_architecture(name: str, config: Mapping[str, Any]) -> Architecture:
     if entry is None:
         raise ConfigurationError(
             f"model {name!r} is {described}, which is not an image architecture of vLLM "
-            f"0.33's registry; the sidecar prices: {', '.join(priced_architectures())}"
+            f"0.33's registry (if vLLM serves it through its Transformers backend, "
+            f"{ENGINE_PRICING_HINT}); the sidecar prices: {', '.join(priced_architectures())}"
         )
     if entry.support is Support.NOT_SERVED:
         raise ConfigurationError(

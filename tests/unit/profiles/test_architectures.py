@@ -104,6 +104,15 @@ def test_architectures_decide_before_model_type(tmp_path: Path) -> None:
     )
 
 
+def test_a_config_naming_only_unknown_architectures_is_not_read_by_its_model_type(
+    tmp_path: Path,
+) -> None:
+    # The original LLaVA repositories say model_type llava; vLLM serves no LlavaLlamaForCausalLM.
+    config = _qwen3_5_config("LlavaLlamaForCausalLM", "llava")
+    with pytest.raises(ConfigurationError, match=r"LlavaLlamaForCausalLM.*not an image arch"):
+        load_profile(_model_dir(tmp_path, config, QWEN3_PREPROCESSOR))
+
+
 @pytest.mark.parametrize(
     ("architecture", "version"),
     [

@@ -23,6 +23,12 @@ UPSTREAM_ERROR_RATIO = "namespace_model:vlm_sidecar_upstream_error_ratio:rate5m"
 RELATIVE_ERROR = "namespace_model:vlm_sidecar_prompt_tokens_relative_error:rate30m"
 KV_BUDGET_USED = "namespace_pod_model:vlm_sidecar_kv_budget_used:ratio_avg5m"
 QUEUE_WAIT_P95 = "namespace_pod_model:vlm_sidecar_queue_wait_seconds:p95_rate5m"
+# The oldest waiter of each band, at its peak over 2 minutes (it falls to 0 whenever that
+# waiter is granted or times out), as a fraction of the queue timeout.
+BAND_STARVING = (
+    f"max by ({SIDECAR}, band) (max_over_time(vlm_sidecar_band_oldest_wait_seconds[2m])) "
+    f"/ on ({SIDECAR}) group_left max by ({SIDECAR}) (vlm_sidecar_queue_timeout_seconds)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +136,22 @@ ALERTS = (
         "SIDECAR_QUEUE_TIMEOUT_SECONDS for 10 minutes: requests are close to being refused "
         "with 429 (queue_timeout), and clients see the wait as time to first token. Raise "
         "the budget if vLLM has room, otherwise add replicas.",
+    ),
+    Alert(
+        "VlmSidecarBandStarving",
+        BAND_STARVING,
+        ">",
+        "0.5",
+        "10m",
+        "warning",
+        f"Band {{{{ $labels.band }}}} of {POD} has had a request waiting "
+        "{{ $value | humanizePercentage }} of the queue timeout.",
+        "For 10 minutes the oldest waiter of one priority band has reached more than half of "
+        "SIDECAR_QUEUE_TIMEOUT_SECONDS within every 2 minutes: higher bands (served strictly "
+        "first) or the band's own load take the whole KV budget, so this band times out "
+        "with 429 (see vlm_sidecar_band_refusals_total). Give the band's objective a higher "
+        "priority, set SIDECAR_PRIORITY_AGING_SECONDS so old waiters go first, or add "
+        "replicas.",
     ),
     Alert(
         "VlmSidecarPromptTokensUnderPredicted",

@@ -178,6 +178,38 @@ def _queue_wait() -> list[Json]:
     ]
 
 
+def _band_starving() -> list[Json]:
+    name = "VlmSidecarBandStarving"
+    timeout = series("vlm_sidecar_queue_timeout_seconds", "30+0x40")
+    healthy = series("vlm_sidecar_band_oldest_wait_seconds", "0 2 0 1 0+0x36", band="10")
+
+    def oldest(values: str) -> Json:
+        return series("vlm_sidecar_band_oldest_wait_seconds", values, band="0")
+
+    return [
+        {
+            "name": "a band whose oldest waiter keeps reaching 27 s of 30 fires after 10 minutes",
+            # A sawtooth: each waiter times out at the peak, the next starts from zero.
+            "input_series": [oldest("0 9 18 27 " * 10), healthy, timeout],
+            "alert_rule_test": [
+                quiet(name, "8m"),
+                fires(
+                    name,
+                    "16m",
+                    f"Band 0 of {POD} ({NAMESPACE}) has had a request waiting 90% of the "
+                    "queue timeout.",
+                    {**SIDECAR_LABELS, "band": "0"},
+                ),
+            ],
+        },
+        {
+            "name": "short waits in every band stay quiet",
+            "input_series": [oldest("0 3 1 0+0x37"), healthy, timeout],
+            "alert_rule_test": [quiet(name, "20m")],
+        },
+    ]
+
+
 def _prediction() -> list[Json]:
     under, over = "VlmSidecarPromptTokensUnderPredicted", "VlmSidecarPromptTokensOverPredicted"
 
@@ -273,6 +305,7 @@ def unit_tests_document(rules_file: str) -> Json:
                 *_rejections(),
                 *_kv_budget(),
                 *_queue_wait(),
+                *_band_starving(),
                 *_prediction(),
                 *_upstream(),
             )

@@ -223,6 +223,54 @@ def _inflight() -> tuple[Panel, ...]:
             unit="s",
             minimum=0,
         ),
+        timeseries(
+            "Queue by priority band",
+            describe(
+                "Per priority band (SIDECAR_OBJECTIVE_PRIORITIES; higher is served first): "
+                "requests waiting, the oldest waiter's wait so far, and the p95 wait of "
+                "requests that waited, with SIDECAR_QUEUE_TIMEOUT_SECONDS.",
+                "a low band whose oldest wait climbs to the timeout while higher bands flow "
+                "is starving (VlmSidecarBandStarving): raise its objective's priority, set "
+                "SIDECAR_PRIORITY_AGING_SECONDS, or add replicas.",
+            ),
+            Query(
+                f"sum by (band) ({select('vlm_sidecar_band_queue_depth')})",
+                "band {{band}} waiting",
+            ),
+            Query(
+                f"max by (band) ({select('vlm_sidecar_band_oldest_wait_seconds')})",
+                "band {{band}} oldest wait (s)",
+            ),
+            Query(
+                # Only bands with waits in the window: a quiet band's quantile is 0/0.
+                "histogram_quantile(0.95, "
+                f"{sum_rate('vlm_sidecar_band_queue_wait_seconds_bucket', by='band, le')})"
+                " and on (band) "
+                f"({sum_rate('vlm_sidecar_band_queue_wait_seconds_count', by='band')} > 0)",
+                "band {{band}} p95 wait (s)",
+            ),
+            Query(f"max({select('vlm_sidecar_queue_timeout_seconds')})", "timeout (s)"),
+            unit="short",
+            minimum=0,
+        ),
+        timeseries(
+            "Shed and refused by band",
+            describe(
+                "429s of the KV queue per second by band and reason: shed (a sheddable "
+                "request that would have waited, or met a saturated vLLM), queue_timeout, "
+                "queue_full; and tenants with a request waiting (the fairness view).",
+                "shed is the intended first answer under load for negative bands; "
+                "queue_timeout in a positive band means the budget cannot carry it: see "
+                "'Queue by priority band'.",
+            ),
+            Query(
+                sum_rate("vlm_sidecar_band_refusals_total", by="band, reason"),
+                "band {{band}} {{reason}}",
+            ),
+            Query(f"sum({select('vlm_sidecar_fairness_tenants_waiting')})", "tenants waiting"),
+            unit="short",
+            minimum=0,
+        ),
     )
 
 

@@ -21,6 +21,7 @@ client. The hierarchy::
     ├── LargerThanBudgetError         413  one request exceeds the whole in-flight KV budget
     ├── OverloadedError               429  the in-flight budget stayed full
     │   ├── QueueFullError            429  SIDECAR_MAX_QUEUE_DEPTH requests already wait
+    │   ├── ShedError                 429  a sheddable request would have had to wait
     │   └── EngineSaturatedError      429  vLLM reported saturation throughout
     └── UpstreamError                 502
         └── UpstreamTimeoutError      504
@@ -156,6 +157,11 @@ class OverloadedError(SidecarError):
 
 class QueueFullError(OverloadedError):
     """The queue for the in-flight budget is at SIDECAR_MAX_QUEUE_DEPTH."""
+
+
+class ShedError(OverloadedError):
+    """A sheddable request (negative priority) found the budget full, or vLLM saturated:
+    refused at once, never queued."""
 
 
 class EngineSaturatedError(OverloadedError):

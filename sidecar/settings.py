@@ -36,6 +36,23 @@ Port = Annotated[int, Field(ge=0, le=65535)]
 AutoKvBudget = Annotated[str, StringConstraints(pattern=r"^auto(:(0?\.\d+|1(\.0*)?))?$")]
 
 
+def parse_objective_priorities(text: str) -> dict[str, int]:
+    """``chat=10,default=0,batch=-1`` as a mapping; raises ``ValueError`` naming the item."""
+    priorities: dict[str, int] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        try:
+            if not sep or not name:
+                raise ValueError
+            priorities[name] = int(value.strip())
+        except ValueError:
+            raise ValueError(f"expected OBJECTIVE=INTEGER, got {item!r}") from None
+    return priorities
+
+
 class Mode(StrEnum):
     """``enforce`` acts on decisions; ``shadow`` only predicts, records and labels."""
 
@@ -55,6 +72,13 @@ class OverBudgetAction(StrEnum):
 
     REJECT = "reject"
     DOWNSCALE = "downscale"
+
+
+class TenantInLog(StrEnum):
+    """How the traffic log records a request's tenant."""
+
+    HASH = "hash"
+    AS_SENT = "as_sent"
 
 
 class DownscaleMethod(StrEnum):
@@ -220,6 +244,46 @@ class Settings(BaseSettings):
     )
     queue_timeout_seconds: NonNegativeInt = Field(30, description="Longest wait for KV budget.")
     max_queue_depth: PositiveInt = Field(1024, description="Requests waiting for KV budget.")
+    # Who waits first for it (docs/priority-and-fairness.md).
+    objective_priorities: str = Field(
+        "",
+        description=(
+            "OBJECTIVE=PRIORITY,... for x-gateway-inference-objective / "
+            "x-llm-d-inference-objective: higher bands are served first, negative ones are "
+            "shed rather than queued; an objective not listed gets 0."
+        ),
+    )
+    fairness: bool = Field(
+        True,
+        description=(
+            "Share the queue fairly by predicted KV bytes between the tenants the fairness "
+            "header names; requests without it are one tenant."
+        ),
+    )
+    fairness_id_header: str = Field(
+        "",
+        description=(
+            "Header naming the tenant; empty: x-gateway-inference-fairness-id, then "
+            "x-llm-d-inference-fairness-id."
+        ),
+    )
+    trust_request_priority: bool = Field(
+        False,
+        description=(
+            "Order the queue by the body's priority (vLLM's sign: lower is served earlier) "
+            "when no objective header is sent; it is forwarded unchanged either way."
+        ),
+    )
+    max_tenant_queue_depth: NonNegativeInt = Field(
+        0, description="Requests one tenant may have waiting in one band; 0: no own limit."
+    )
+    priority_aging_seconds: NonNegativeFloat = Field(
+        0.0,
+        description=(
+            "A request that has waited this long is served before any that has not, "
+            "whatever its band; 0: bands are strict."
+        ),
+    )
 
     # Closing the loop with vLLM.
     engine_poll_seconds: NonNegativeFloat = Field(
@@ -313,6 +377,23 @@ class Settings(BaseSettings):
         ByteSize(25 * 2**20),
         description="Size at which the traffic log rotates; one backup (FILE.1) is kept.",
     )
+    traffic_log_tenant: TenantInLog = Field(
+        TenantInLog.HASH,
+        description="How the traffic log records a tenant: hash (salted) or as_sent.",
+    )
+    traffic_log_tenant_salt: str = Field(
+        "",
+        description=(
+            "Salt of the tenant hash; empty: a random one per process, so hashes do not "
+            "match across restarts."
+        ),
+    )
+
+    @field_validator("objective_priorities")
+    @classmethod
+    def _check_objective_priorities(cls, value: str) -> str:
+        parse_objective_priorities(value)  # a ValueError names the bad item
+        return value
 
     @field_validator("pipeline_layer_partition", mode="before")
     @classmethod

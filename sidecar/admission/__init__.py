@@ -2,5 +2,7 @@
 
 ``decision`` is the pure ``decide()`` over a prediction and the ``budgets`` in force;
 ``downscale`` plans the smaller images that fit; ``ledger`` holds the predicted KV of
-requests in flight (FIFO); ``saturation`` holds new requests while vLLM reports itself full.
+requests in flight, and its waiters in the order ``discipline`` sets (priority bands, fair
+by KV between tenants; FIFO without headers); ``saturation`` holds new requests while vLLM
+reports itself full.
 """

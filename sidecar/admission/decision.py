@@ -51,6 +51,7 @@ class Reason(StrEnum):
     LARGER_THAN_KV_BUDGET = "larger_than_kv_budget"
     QUEUE_TIMEOUT = "queue_timeout"
     QUEUE_FULL = "queue_full"
+    SHED = "shed"
     ENGINE_SATURATED = "engine_saturated"
     INVALID_BODY = "invalid_body"
     INVALID_IMAGE = "invalid_image"
@@ -82,6 +83,8 @@ REASON_DECISIONS: dict[Reason, frozenset[Decision]] = {
     Reason.LARGER_THAN_KV_BUDGET: _REFUSED,
     Reason.QUEUE_TIMEOUT: _REFUSED,
     Reason.QUEUE_FULL: _REFUSED,
+    # A sheddable request (negative priority) that would have waited.
+    Reason.SHED: _REFUSED,
     Reason.INVALID_BODY: _REFUSED,
     Reason.INVALID_IMAGE: _REFUSED,
     Reason.REMOTE_IMAGE: _REFUSED,

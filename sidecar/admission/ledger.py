@@ -1,7 +1,10 @@
 """The in-flight KV ledger: predicted KV bytes of requests that vLLM is serving right now.
 
 A request reserves its predicted ``kv_bytes`` before it is forwarded and gives them back when
-its response ends, however it ends. Reservations that do not fit wait in one FIFO queue.
+its response ends, however it ends. Reservations that do not fit wait in a ``FairQueue``
+(``discipline``): higher bands first, fair by KV bytes between tenants within a band; with
+one band and one tenant (no headers), that is one FIFO queue. A sheddable request never
+waits: it is granted at once or refused (``ShedError``).
 
 Invariants, after every synchronous step:
 
@@ -12,8 +15,9 @@ Invariants, after every synchronous step:
   under reservations already granted; shrinking never revokes them.
 * Each grant is released exactly once: by ``Reservation.release()`` (idempotent), or inside
   ``acquire`` when the caller is cancelled or times out just as the grant lands.
-* Grants follow arrival order: a waiter is granted only once every earlier waiter has been
-  granted or has left, so a large request at the head is never starved by small ones behind it.
+* Grants follow the queue's order: a waiter is granted only once every waiter ahead of it
+  has been granted or has left, so a large request at the head is never starved by small
+  ones behind it. A new request is granted at once only when nobody waits.
 
 A ``total_bytes`` of 0 means no budget: every reservation is granted at once but still counted.
 """
@@ -24,18 +28,13 @@ import asyncio
 import contextlib
 import math
 import time
-from collections import deque
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
 
-from sidecar.errors import LargerThanBudgetError, OverloadedError, QueueFullError
+from sidecar.admission.discipline import DEFAULT_CLASS, Entry, FairQueue, QueueClass
+from sidecar.errors import LargerThanBudgetError, OverloadedError, QueueFullError, ShedError
 from sidecar.units import format_bytes
 
-
-@dataclass(eq=False, slots=True)
-class _Waiter:
-    kv_bytes: int
-    future: asyncio.Future[None]
+_Waiter = Entry[asyncio.Future[None]]
 
 
 class Reservation:
@@ -61,9 +60,16 @@ class Reservation:
 
 
 class KvLedger:
-    """FIFO admission of KV bytes under ``total_bytes`` (0: unlimited, only counted)."""
+    """Admission of KV bytes under ``total_bytes`` (0: unlimited, only counted)."""
 
-    def __init__(self, total_bytes: int, *, max_queue_depth: int | None = None) -> None:
+    def __init__(
+        self,
+        total_bytes: int,
+        *,
+        max_queue_depth: int | None = None,
+        max_tenant_queue_depth: int = 0,
+        aging_seconds: float = 0.0,
+    ) -> None:
         if total_bytes < 0:
             raise ValueError(f"total_bytes must be >= 0, got {total_bytes}")
         if max_queue_depth is not None and max_queue_depth < 0:
@@ -72,7 +78,9 @@ class KvLedger:
         self._max_queue_depth = max_queue_depth
         self._inflight_bytes = 0
         self._inflight_requests = 0
-        self._waiters: deque[_Waiter] = deque()
+        self._waiters: FairQueue[asyncio.Future[None]] = FairQueue(
+            max_tenant_depth=max_tenant_queue_depth, aging_seconds=aging_seconds
+        )
 
     @property
     def total_bytes(self) -> int:
@@ -90,6 +98,19 @@ class KvLedger:
     def queue_depth(self) -> int:
         return len(self._waiters)
 
+    def waiting_by_band(self) -> Iterator[tuple[int, int]]:
+        """``(priority, waiters)`` of each band with waiters, highest first."""
+        return self._waiters.waiting_by_band()
+
+    def oldest_wait_by_band(self) -> Iterator[tuple[int, float]]:
+        """``(priority, seconds)`` the oldest waiter of each band has waited so far."""
+        now = _loop_time()
+        return ((band, now - arrival) for band, arrival in self._waiters.oldest_by_band())
+
+    @property
+    def tenants_waiting(self) -> int:
+        return self._waiters.tenants_waiting
+
     def set_total_bytes(self, total_bytes: int) -> None:
         """Change the budget at runtime; waiters that now fit are granted, none are revoked."""
         if total_bytes < 0:
@@ -97,8 +118,11 @@ class KvLedger:
         self._total_bytes = total_bytes
         self._wake()
 
-    async def acquire(self, kv_bytes: int, timeout_seconds: float) -> Reservation:
-        """Wait in FIFO order for ``kv_bytes``; raise ``OverloadedError`` when refused or late.
+    async def acquire(
+        self, kv_bytes: int, timeout_seconds: float, queue_class: QueueClass = DEFAULT_CLASS
+    ) -> Reservation:
+        """Wait in the queue's order for ``kv_bytes``; raise ``OverloadedError`` when refused
+        or late (``ShedError`` at once for a sheddable request that would wait).
 
         The caller owns the returned reservation and must ``release()`` it.
         """
@@ -110,19 +134,36 @@ class KvLedger:
         if not self._waiters and self._fits(kv_bytes):
             self._grant(kv_bytes)
             return Reservation(self, kv_bytes, 0.0)
+        if queue_class.sheddable:
+            waiting = f"{len(self._waiters)} waiting" if self._waiters else "nobody waiting"
+            raise ShedError(
+                f"{self._state(kv_bytes)} ({waiting}), and the request is sheddable "
+                f"(priority {queue_class.priority}): refused at once rather than queued",
+                retry_after_seconds=retry_after_seconds,
+            )
         if self._max_queue_depth is not None and len(self._waiters) >= self._max_queue_depth:
             raise QueueFullError(
                 f"{self._state(kv_bytes)}, and the queue is full "
                 f"({len(self._waiters)} waiting); retry later",
                 retry_after_seconds=retry_after_seconds,
             )
+        if self._waiters.tenant_full(queue_class.priority, queue_class.tenant):
+            raise QueueFullError(
+                f"{self._state(kv_bytes)}, and this tenant already has the most waiting "
+                "requests one tenant may have (SIDECAR_MAX_TENANT_QUEUE_DEPTH); retry later",
+                retry_after_seconds=retry_after_seconds,
+            )
 
         started = time.monotonic()
-        waiter = _Waiter(kv_bytes, asyncio.get_running_loop().create_future())
-        self._waiters.append(waiter)
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        waiter = self._waiters.push(
+            future, kv_bytes, queue_class.priority, queue_class.tenant, loop.time()
+        )
+        self._wake()  # a higher band may be granted now, ahead of a head that does not fit
         try:
             async with asyncio.timeout(timeout_seconds):
-                await waiter.future
+                await future
         except TimeoutError:
             if not _granted(waiter):
                 self._leave(waiter)
@@ -165,23 +206,23 @@ class KvLedger:
 
     def _leave(self, waiter: _Waiter) -> None:
         """Drop a waiter that gave up; the ones behind it may now fit."""
-        with contextlib.suppress(ValueError):  # already dropped by _wake
-            self._waiters.remove(waiter)
+        self._waiters.remove(waiter)  # a no-op when already dropped by _wake
         self._wake()
 
     def _wake(self) -> None:
         """Grant waiters from the head while they fit; stop at the first that does not."""
-        while self._waiters:
-            head = self._waiters[0]
-            if head.future.done():  # cancelled; its task will call _leave
-                self._waiters.popleft()
+        waiters = self._waiters
+        now = _loop_time()
+        while (head := waiters.head(now)) is not None:
+            if head.item.done():  # cancelled; its task will call _leave
+                waiters.remove(head)
             elif self._exceeds_total(head.kv_bytes):  # the budget shrank under it
-                self._waiters.popleft()
-                head.future.set_exception(self._too_large(head.kv_bytes))
+                waiters.remove(head)
+                head.item.set_exception(self._too_large(head.kv_bytes))
             elif self._fits(head.kv_bytes):
-                self._waiters.popleft()
+                waiters.grant(head)
                 self._grant(head.kv_bytes)
-                head.future.set_result(None)
+                head.item.set_result(None)
             else:
                 return
 
@@ -199,6 +240,15 @@ class KvLedger:
         )
 
 
+def _loop_time() -> float:
+    """The event loop's clock, which ``asyncio.timeout`` also reads (the queue's arrivals
+    and aging follow it); ``time.monotonic``, the default loop's own, outside a loop."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
 def _granted(waiter: _Waiter) -> bool:
-    future = waiter.future
+    future = waiter.item
     return future.done() and not future.cancelled() and future.exception() is None

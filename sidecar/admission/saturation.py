@@ -3,8 +3,9 @@
 While ``vllm:kv_cache_usage_perc >= SIDECAR_SATURATION_KV_USAGE`` or
 ``vllm:num_requests_waiting >= SIDECAR_SATURATION_WAITING_REQUESTS``, new requests wait
 (up to ``SIDECAR_QUEUE_TIMEOUT_SECONDS``, then 429) instead of joining vLLM's queue, where
-they would hold nothing back. Requests already in flight are never affected. The gate only
-reads load figures; ``engine`` decides when to read them.
+they would hold nothing back. Sheddable requests (negative priority) are refused at once
+instead: under saturation they go first. Requests already in flight are never affected.
+The gate only reads load figures; ``engine`` decides when to read them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from sidecar.errors import EngineSaturatedError
+from sidecar.errors import EngineSaturatedError, ShedError
 
 
 class SaturationGate:
@@ -55,10 +56,17 @@ class SaturationGate:
         else:
             self._open.set()
 
-    async def wait(self, timeout_seconds: float) -> None:
-        """Return once vLLM has room; EngineSaturatedError (429) after the timeout."""
+    async def wait(self, timeout_seconds: float, *, sheddable: bool = False) -> None:
+        """Return once vLLM has room; EngineSaturatedError (429) after the timeout, or
+        ShedError (429) at once for a sheddable request."""
         if self._open.is_set():
             return
+        if sheddable:
+            raise ShedError(
+                f"vLLM is saturated ({self.reason}), and the request is sheddable: refused "
+                "at once rather than held",
+                retry_after_seconds=max(1, round(timeout_seconds)),
+            )
         self.waiting += 1
         try:
             with contextlib.suppress(TimeoutError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any, TextIO
 
+from sidecar.advisor.report import print_bands
 from sidecar.advisor.sweep import Advice, Point
 from sidecar.units import format_bytes
 
@@ -98,6 +99,7 @@ def print_advice(advice: Advice, out: TextIO) -> None:
             f"{row.waited:,} waited, {row.status_429:,} got 429, peak in flight "
             f"{format_bytes(row.peak_inflight_bytes)}\n"
         )
+        print_bands(row.bands, out, indent="      ")
     out.write("\nenvironment (vLLM needs the same --mm-processor-kwargs max_pixels):\n")
     for name, value in env_block(advice).items():
         out.write(f"  {name}={value}\n")

@@ -68,6 +68,10 @@ class TrafficRecord:
     visual_tokens: int = 0  # as priced when recorded, as sent
     prompt_tokens: int = 0
     kv_bytes: int = 0
+    # Where it queued, as the request said it (admission.discipline.QueueTags).
+    objective: str | None = None
+    body_priority: int | None = None
+    tenant: str = ""  # hashed or as sent, as SIDECAR_TRAFFIC_LOG_TENANT chose
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +108,7 @@ def _record(
 ) -> TrafficRecord:
     """A record from a line's own fields (``head``) and its cost and recorded price."""
     held = head["held"]
+    objective, body_priority, tenant = head.get("obj"), head.get("prio"), head.get("tenant")
     return TrafficRecord(  # positional: keywords cost a third more, a million times
         str(head["id"]),
         float(head["t"]),
@@ -119,6 +124,9 @@ def _record(
         visual_tokens,
         prompt_tokens,
         kv_bytes,
+        None if objective is None else intern(str(objective)),
+        None if body_priority is None else int(body_priority),
+        "" if tenant is None else intern(str(tenant)),
     )
 
 
@@ -209,7 +217,7 @@ _COMMA = ord(",")
 # What a tail gives every line ending in it: the cost and the recorded price.
 _Shared = tuple[RecordedCost | None, int, int, int]
 _OWN = ("id", "t", "route", "model", "decision", "reason", "wait", "dur", "held")
-_HEAD = (*_OWN, "img")
+_TAGS = ("obj", "prio", "tenant")  # own fields too, written after the others when present
 
 
 def _head(raw: bytes, at: int) -> dict[str, Any] | None:
@@ -222,7 +230,7 @@ def _head(raw: bytes, at: int) -> dict[str, Any] | None:
         head: dict[str, Any] = orjson.loads(raw[: at - 1] + b"}")
     except orjson.JSONDecodeError:
         return None
-    return head if len(head) == len(_OWN) else None
+    return head if len(head) == len(_OWN) + sum(tag in head for tag in _TAGS) else None
 
 
 def _shareable(line: dict[str, Any], tail: bytes) -> bool:
@@ -233,8 +241,9 @@ def _shareable(line: dict[str, Any], tail: bytes) -> bool:
     which a parser reads as the last one), so another line's head gives that line's own
     fields. Every key is followed by a colon, and a colon outside a string is nothing else:
     a tail with as many colons as the line has cost keys holds those keys and no others."""
-    first = tuple(itertools.islice(line, len(_HEAD)))
-    return first == _HEAD and tail.count(b":") == len(line) - len(_OWN)
+    head = (*_OWN, *[tag for tag in _TAGS if tag in line], "img")
+    first = tuple(itertools.islice(line, len(head)))
+    return first == head and tail.count(b":") == len(line) - len(head) + 1
 
 
 def log_files(path: Path) -> list[Path]:

@@ -17,6 +17,14 @@ from operator import attrgetter, is_not
 from typing import NamedTuple, cast
 
 from sidecar.admission.decision import Decision, Reason
+from sidecar.admission.discipline import (
+    DEFAULT_CLASS,
+    NO_TAGS,
+    PriorityPolicy,
+    QueueClass,
+    QueueTags,
+    classify,
+)
 from sidecar.advisor.priced import Priced
 from sidecar.advisor.records import RecordedCost, TrafficRecord, bulk
 from sidecar.advisor.repricing import Candidate
@@ -24,9 +32,15 @@ from sidecar.advisor.simulation import Fate, Jobs, Queueing, Simulated, simulate
 from sidecar.settings import Mode
 
 # The ledger's refusals, as the live sidecar answers them (429).
-FATE_REASONS = {Fate.QUEUE_TIMEOUT: Reason.QUEUE_TIMEOUT, Fate.QUEUE_FULL: Reason.QUEUE_FULL}
+FATE_REASONS = {
+    Fate.QUEUE_TIMEOUT: Reason.QUEUE_TIMEOUT,
+    Fate.QUEUE_FULL: Reason.QUEUE_FULL,
+    Fate.SHED: Reason.SHED,
+}
 _DECISIONS = {decision.value: decision for decision in Decision}
 _COST, _HELD, _ARRIVAL = attrgetter("cost"), attrgetter("held_seconds"), attrgetter("arrival")
+_TAGS = attrgetter("objective", "body_priority", "tenant")
+_OBJECTIVE, _BODY_PRIORITY, _TENANT = map(attrgetter, ("objective", "body_priority", "tenant"))
 
 
 @dataclass(slots=True, eq=False)
@@ -76,6 +90,7 @@ class ReplayResult:
     queued: Queued
     simulated: Simulated
     service_time_estimated: int  # jobs given the median service time
+    classes: Sequence[QueueClass] | None = None  # per record; None: one band, one tenant
 
     @cached_property
     def outcomes(self) -> tuple[Outcome, ...]:
@@ -103,7 +118,35 @@ def queueing_for(candidate: Candidate) -> Queueing:
         timeout_seconds=float(settings.queue_timeout_seconds),
         max_depth=settings.max_queue_depth,
         shadow=settings.mode is Mode.SHADOW,
+        max_tenant_depth=settings.max_tenant_queue_depth,
+        aging_seconds=settings.priority_aging_seconds,
     )
+
+
+def classes_for(
+    records: Sequence[TrafficRecord], policy: PriorityPolicy
+) -> list[QueueClass] | None:
+    """Each record's queue class under ``policy``, from its recorded tags (``classify``,
+    as the live sidecar does); None when every record is in one band as one tenant."""
+    # Most logs carry no tags at all: seen at C speed, before a tuple per record is made.
+    if (
+        not any(map(_TENANT, records))
+        and list(map(_OBJECTIVE, records)).count(None) == len(records)
+        and list(map(_BODY_PRIORITY, records)).count(None) == len(records)
+    ):
+        return None
+    tags = list(map(_TAGS, records))
+    untagged = (None, None, "")
+    memo: dict[tuple[str | None, int | None, str], QueueClass] = {untagged: DEFAULT_CLASS}
+    classes = []
+    for tag in tags:
+        queue_class = memo.get(tag)
+        if queue_class is None:
+            queue_class = memo[tag] = classify(
+                QueueTags(*tag) if tag != untagged else NO_TAGS, policy
+            )
+        classes.append(queue_class)
+    return None if all(c is DEFAULT_CLASS for c in classes) else classes
 
 
 def replay(records: Sequence[TrafficRecord], candidate: Candidate) -> ReplayResult:
@@ -121,8 +164,14 @@ def _replay(records: Sequence[TrafficRecord], candidate: Candidate) -> ReplayRes
     unpriced = requests.pop(None, 0)  # refused before pricing: kept as recorded
     # Each distinct cost priced once: the reader gives equal costs one object.
     answers = {cost: candidate.price(cost) for cost in requests}
+    # Classes order only a queue: without a budget (or in shadow mode) nothing waits.
+    classes = (
+        classes_for(records, PriorityPolicy.from_settings(candidate.settings))
+        if queueing.budget_bytes and not queueing.shadow
+        else None
+    )
     jobs, estimated = _jobs(records, costs, answers, queueing)
-    simulated = simulate(jobs, queueing)
+    simulated = simulate(jobs._replace(classes=classes), queueing)
     return ReplayResult(
         costs,
         cast("Counter[RecordedCost]", requests),
@@ -131,6 +180,7 @@ def _replay(records: Sequence[TrafficRecord], candidate: Candidate) -> ReplayRes
         _queued(costs, answers, simulated, queueing.shadow),
         simulated,
         estimated,
+        classes,
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any, TextIO, TypeVar
 
 from sidecar.admission.decision import Decision, Reason
 from sidecar.advisor.records import TrafficRecord, bulk
-from sidecar.advisor.replay import ReplayResult
+from sidecar.advisor.replay import FATE_REASONS, ReplayResult
 from sidecar.advisor.tally import tally
 from sidecar.units import format_bytes
 
@@ -69,6 +69,7 @@ def _summarize(
     )
     timeouts = reasons.get(Reason.QUEUE_TIMEOUT.value, 0)
     full = reasons.get(Reason.QUEUE_FULL.value, 0)
+    shed = reasons.get(Reason.SHED.value, 0)
     recorded_decisions = Counter(map(attrgetter("decision"), records))
     return {
         "requests": len(costs),
@@ -91,14 +92,58 @@ def _summarize(
             "wait_seconds": {**weighted_percentiles(waited), "max": max(waited, default=0.0)},
             "queue_timeout": timeouts,
             "queue_full": full,
-            "status_429": timeouts + full,
+            "shed": shed,
+            "status_429": timeouts + full + shed,
             "larger_than_kv_budget": reasons.get(Reason.LARGER_THAN_KV_BUDGET.value, 0),
         },
+        "bands": band_waits(result),
         "peak_inflight_kv_bytes": result.simulated.peak_kv_bytes,
         "peak_inflight_requests": result.simulated.peak_requests,
         "service_time_estimated": result.service_time_estimated,
         "notes": list(notes),
     }
+
+
+def band_waits(result: ReplayResult) -> dict[str, dict[str, Any]]:
+    """Per priority band (highest first): requests, how many waited and for how long (the
+    granted ones), and the queue's 429s; empty when every request was in one band, or
+    when nothing could wait (no in-flight budget, or shadow mode)."""
+    classes = result.classes
+    if classes is None:
+        return {}
+    requests = Counter(queue_class.priority for queue_class in classes)
+    waits: dict[int, Counter[float]] = {band: Counter() for band in requests}
+    refused: Counter[int] = Counter()
+    queued = result.queued
+    for number, fate, wait in zip(queued.numbers, queued.fates, queued.waits, strict=True):
+        band = classes[number].priority
+        if fate in FATE_REASONS:
+            refused[band] += 1
+        elif wait > 0:
+            waits[band][wait] += 1
+    return {
+        str(band): {
+            "requests": requests[band],
+            "waited": waits[band].total(),
+            "wait_seconds": {
+                **weighted_percentiles(waits[band]),
+                "max": max(waits[band], default=0.0),
+            },
+            "status_429": refused[band],
+        }
+        for band in sorted(requests, reverse=True)
+    }
+
+
+def print_bands(bands: Mapping[str, Mapping[str, Any]], out: TextIO, indent: str = "  ") -> None:
+    """One line per priority band, when there are bands."""
+    for band, row in bands.items():
+        waits = row["wait_seconds"]
+        out.write(
+            f"{indent}band {band:>4}: {row['requests']:,} requests, {row['waited']:,} waited "
+            f"(p50 {waits['p50']:.2f} s, p95 {waits['p95']:.2f} s, max {waits['max']:.2f} s), "
+            f"{row['status_429']:,} got 429\n"
+        )
 
 
 def print_report(summary: dict[str, Any], out: TextIO) -> None:
@@ -130,11 +175,15 @@ def print_report(summary: dict[str, Any], out: TextIO) -> None:
         f"\nimages downscaled: {images['downscaled']:,} of {images['total']:,}\n"
         f"queue: {queue['waited']:,} waited (p50 {waits['p50']:.2f} s, p95 {waits['p95']:.2f} s, "
         f"max {waits['max']:.2f} s); 429: {queue['status_429']:,} "
-        f"({queue['queue_timeout']:,} queue_timeout, {queue['queue_full']:,} queue_full); "
+        f"({queue['queue_timeout']:,} queue_timeout, {queue['queue_full']:,} queue_full, "
+        f"{queue['shed']:,} shed); "
         f"413 larger than the budget: {queue['larger_than_kv_budget']:,}\n"
         f"peak in flight: {format_bytes(summary['peak_inflight_kv_bytes'])} of KV, "
         f"{summary['peak_inflight_requests']:,} requests\n"
     )
+    if summary["bands"]:
+        out.write("queue by priority band (higher is served first):\n")
+        print_bands(summary["bands"], out)
     for note in summary["notes"]:
         out.write(f"note: {note}\n")
 

@@ -25,13 +25,14 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from sidecar.admission.decision import Decision, Reason
 from sidecar.advisor.priced import Priced
 from sidecar.advisor.records import RecordedCost, TrafficRecord
 from sidecar.advisor.replay import replay
-from sidecar.advisor.report import weighted_percentiles
+from sidecar.advisor.report import band_waits, weighted_percentiles
 from sidecar.advisor.repricing import Candidate, with_settings
 from sidecar.advisor.tally import tally
 from sidecar.advisor.workers import fork_map
@@ -77,6 +78,8 @@ class KvBudgetRow:
     waited: int
     status_429: int
     peak_inflight_bytes: int
+    # Per priority band, highest first (report.band_waits); empty with one band.
+    bands: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +162,9 @@ def _kv_row(state: tuple[Sequence[TrafficRecord], Settings, int], fraction: floa
         fraction,
         budget,
         counted.decisions[Decision.WAIT],
-        reasons[Reason.QUEUE_TIMEOUT] + reasons[Reason.QUEUE_FULL],
+        reasons[Reason.QUEUE_TIMEOUT] + reasons[Reason.QUEUE_FULL] + reasons[Reason.SHED],
         result.simulated.peak_kv_bytes,
+        band_waits(result),
     )
 
 

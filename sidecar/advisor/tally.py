@@ -15,7 +15,6 @@ from typing import NamedTuple
 
 from sidecar.admission.decision import Decision, Reason
 from sidecar.advisor.replay import FATE_REASONS, ReplayResult
-from sidecar.advisor.simulation import Fate
 
 _ADMIT, _REJECT, _WAIT, _DOWNSCALE = (
     Decision.ADMIT,
@@ -23,7 +22,7 @@ _ADMIT, _REJECT, _WAIT, _DOWNSCALE = (
     Decision.WAIT,
     Decision.DOWNSCALE,
 )
-_TIMED_OUT, _FULL, _KV_BUDGET_FULL = Fate.QUEUE_TIMEOUT, Fate.QUEUE_FULL, Reason.KV_BUDGET_FULL
+_REFUSED_FATES, _KV_BUDGET_FULL = frozenset(FATE_REASONS), Reason.KV_BUDGET_FULL
 _DECISION, _REASON = attrgetter("decision"), attrgetter("reason")
 _VISUAL, _PROMPT, _KV = (
     attrgetter("visual_tokens"),
@@ -80,12 +79,12 @@ def tally(result: ReplayResult) -> Tally:
     refused = [
         (fate, answer)
         for fate, answer in zip(queued.fates, queued.answers, strict=True)
-        if fate is _TIMED_OUT or fate is _FULL
+        if fate in _REFUSED_FATES
     ]
     admitted = [
         answer
         for fate, answer in zip(queued.fates, queued.answers, strict=True)
-        if answer.decision is _ADMIT and fate is not _TIMED_OUT and fate is not _FULL
+        if answer.decision is _ADMIT and fate not in _REFUSED_FATES
     ]
     was = [answer for _, answer in refused] + admitted
     decisions.subtract(Counter(map(_DECISION, was)))
@@ -102,8 +101,7 @@ def tally(result: ReplayResult) -> Tally:
         [
             wait
             for fate, answer, wait in zip(queued.fates, queued.answers, queued.waits, strict=True)
-            if fate is not _TIMED_OUT
-            and fate is not _FULL
+            if fate not in _REFUSED_FATES
             and (answer.decision is _ADMIT or (answer.decision is _DOWNSCALE and wait > 0))
         ]
     )

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from sidecar.admission.budgets import Budgets
 from sidecar.admission.decision import Decision, Reason
+from sidecar.admission.discipline import PriorityPolicy
 from sidecar.admission.ledger import KvLedger
 from sidecar.engine import EngineFacts
 from sidecar.observe.labels import (
@@ -74,6 +75,18 @@ class RouteSeries:
         if child is None:
             child = self.requests[key] = self.requests_family.labels(self.model, self.route, *key)
         return child
+
+
+# The KV queue's refusals, counted per band.
+BAND_REFUSALS = (Reason.QUEUE_TIMEOUT, Reason.QUEUE_FULL, Reason.SHED)
+
+
+@dataclass(frozen=True, slots=True)
+class BandSeries:
+    """The label children of one priority band."""
+
+    wait_seconds: Histogram
+    refusals: dict[Reason, Counter]
 
 
 class Metrics:
@@ -172,6 +185,35 @@ class Metrics:
             only_model,
             OVERHEAD_SECONDS_BUCKETS,
         )
+        band: tuple[str, ...] = ("model", "band")
+        self.band_queue_depth = Gauge(
+            PREFIX + "band_queue_depth",
+            "Requests waiting for KV budget, by priority band.",
+            band,
+            registry=registry,
+        )
+        self.band_oldest_wait_seconds = Gauge(
+            PREFIX + "band_oldest_wait_seconds",
+            "How long the oldest waiter of each priority band has waited so far; 0: none.",
+            band,
+            registry=registry,
+        )
+        self.band_queue_wait_seconds = histogram(
+            "band_queue_wait_seconds",
+            "Time spent waiting for KV budget by requests that waited, by priority band.",
+            band,
+            OVERHEAD_SECONDS_BUCKETS,
+        )
+        self.band_refusals = counter(
+            "band_refusals_total",
+            "429s from the KV queue by priority band and reason (queue_timeout, queue_full, "
+            "shed); shed also counts sheddable requests refused while vLLM is saturated.",
+            ("model", "band", "reason"),
+        )
+        self.fairness_tenants_waiting = gauge(
+            "fairness_tenants_waiting", "Tenants with at least one request waiting."
+        )
+        self._bands: dict[str, BandSeries] = {}
         self.queue_timeout_seconds = gauge(
             "queue_timeout_seconds", "Longest wait for KV budget before a 429."
         )
@@ -303,9 +345,14 @@ class Metrics:
         self.downscaled_images_child = self.downscaled_images.labels(model)
         self.downscale_seconds_child = self.downscale_seconds.labels(model)
         self.queue_wait_seconds_child = self.queue_wait_seconds.labels(model)
+        for label in PriorityPolicy().band_labels:  # watch_bands adds the operator's bands
+            self.band(label)
+            self.band_queue_depth.labels(model, label)
+            self.band_oldest_wait_seconds.labels(model, label)
         for metric in (
             self.inflight_requests, self.inflight_kv_bytes, self.kv_budget_bytes,
             self.queue_depth, self.queue_timeout_seconds, self.queue_max_depth,
+            self.fairness_tenants_waiting,
             self.profile_kv_bytes_per_token, self.profile_max_image_tokens,
             self.engine_max_model_len, self.engine_kv_capacity_tokens,
             self.engine_kv_cache_usage, self.engine_requests_waiting, self.engine_saturated,
@@ -379,6 +426,45 @@ class Metrics:
         if child is None:
             child = self._upstream_errors[kind] = self.upstream_errors.labels(self.model, kind)
         return child
+
+    def band(self, label: str) -> BandSeries:
+        """The children of one ``band`` label (``watch_bands`` made the known ones)."""
+        series = self._bands.get(label)
+        if series is None:
+            series = self._bands[label] = self._band_series(label)
+        return series
+
+    def _band_series(self, label: str) -> BandSeries:
+        model = self.model
+        return BandSeries(
+            wait_seconds=self.band_queue_wait_seconds.labels(model, label),
+            refusals={
+                reason: self.band_refusals.labels(model, label, reason.value)
+                for reason in BAND_REFUSALS
+            },
+        )
+
+    def watch_bands(self, ledger: KvLedger, policy: PriorityPolicy) -> None:
+        """Per band, its series at zero and gauges read at scrape time; bands outside the
+        operator's mapping add up under ``other``."""
+        model = self.model
+        for label in policy.band_labels:
+            self.band(label)
+
+            def depth(label: str = label) -> float:
+                return sum(
+                    n for band, n in ledger.waiting_by_band() if policy.band_label(band) == label
+                )
+
+            def oldest(label: str = label) -> float:
+                waits = [
+                    s for b, s in ledger.oldest_wait_by_band() if policy.band_label(b) == label
+                ]
+                return max(waits, default=0.0)
+
+            self.band_queue_depth.labels(model, label).set_function(depth)
+            self.band_oldest_wait_seconds.labels(model, label).set_function(oldest)
+        self.fairness_tenants_waiting.labels(model).set_function(lambda: ledger.tenants_waiting)
 
     def watch_ledger(self, ledger: KvLedger) -> None:
         """Export the ledger's live state: the gauges read it at scrape time."""

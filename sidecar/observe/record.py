@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 
 from sidecar.admission.decision import Decision, Downscale, Reason, Reject, Verdict
+from sidecar.admission.discipline import DEFAULT_CLASS, NO_TAGS, QueueClass, QueueTags
 from sidecar.cost.prediction import RequestPrediction
 from sidecar.cost.request_body import RequestBody
 from sidecar.observe.labels import image_format_label, video_format_label
@@ -57,6 +58,9 @@ class RequestRecord:
     usage: Usage | None = None
     upstream_error_kind: str | None = None
     shadow: bool = False
+    queue_tags: QueueTags = NO_TAGS  # objective, body priority, tenant, as sent
+    queue_class: QueueClass = DEFAULT_CLASS  # band and tenant (admission.discipline)
+    band: str = "0"  # the band's metric label
 
     def apply(self, verdict: Verdict) -> None:
         """Remember the admission decision."""
@@ -126,6 +130,11 @@ class RequestRecord:
             metrics.downscale_seconds_child.observe(seconds)
         if self.reason is Reason.QUEUE_TIMEOUT:  # waits that were granted are observed on grant
             metrics.queue_wait_seconds_child.observe(self.waited_seconds)
+            metrics.band(self.band).wait_seconds.observe(self.waited_seconds)
+        if self.decision is Decision.REJECT:
+            refusal = metrics.band(self.band).refusals.get(self.reason)
+            if refusal is not None:
+                refusal.inc()
         if self.upstream_sent_at is not None:
             overhead = self.upstream_sent_at - self.arrived_at - self.waited_seconds
             series.overhead_seconds.observe(max(0.0, overhead))

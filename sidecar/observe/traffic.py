@@ -15,10 +15,13 @@ disk cannot keep up, lines are dropped and counted rather than held in memory.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import logging.handlers
 import queue
+import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -28,15 +31,39 @@ from sidecar.cost.pricer import PricingPolicy
 from sidecar.cost.request_body import RequestBody
 from sidecar.observe.record import RequestRecord
 from sidecar.routes import BodyShape
-from sidecar.settings import Settings
+from sidecar.settings import Settings, TenantInLog
 
 TRAFFIC_FORMAT = 1
 QUEUE_LINES = 10_000
 # Settings that say where the sidecar runs, not how it prices: left out of the header.
-_NOT_IN_HEADER = frozenset({"upstream_url", "listen_host", "port", "metrics_port", "traffic_log"})
+# The tenant salt stays out too: with it, anyone reading the log could test tenant names.
+_NOT_IN_HEADER = frozenset(
+    {
+        "upstream_url",
+        "listen_host",
+        "port",
+        "metrics_port",
+        "traffic_log",
+        "traffic_log_tenant_salt",
+    }
+)
 
 
-def traffic_entry(record: RequestRecord, model: str, policy: PricingPolicy) -> dict[str, Any]:
+def tenant_hasher(settings: Settings) -> Callable[[str], str]:
+    """How the log writes a tenant: as sent, or the first 16 hex digits of the SHA-256 of
+    the salt and the tenant (a salt drawn at random per process when none is set)."""
+    if settings.traffic_log_tenant is TenantInLog.AS_SENT:
+        return lambda tenant: tenant
+    salt = (settings.traffic_log_tenant_salt or secrets.token_hex(16)).encode()
+    return lambda tenant: hashlib.sha256(salt + tenant.encode()).hexdigest()[:16]
+
+
+def traffic_entry(
+    record: RequestRecord,
+    model: str,
+    policy: PricingPolicy,
+    tenant_in_log: Callable[[str], str] = str,
+) -> dict[str, Any]:
     """The traffic log line of one finished request (see docs/traffic-log.md)."""
     end = record.finished_at or time.perf_counter()
     sent = record.upstream_sent_at
@@ -51,6 +78,13 @@ def traffic_entry(record: RequestRecord, model: str, policy: PricingPolicy) -> d
         "dur": round(end - record.arrived_at, 6),
         "held": None if sent is None else round(end - sent, 6),
     }
+    tags = record.queue_tags  # only what the request said: most lines carry none
+    if tags.objective is not None:
+        entry["obj"] = tags.objective
+    if tags.body_priority is not None:
+        entry["prio"] = tags.body_priority
+    if tags.tenant:
+        entry["tenant"] = tenant_in_log(tags.tenant)
     priced = record.original or record.prediction  # the request as the client sent it
     if priced is not None and record.parsed is not None:
         entry |= _cost_fields(priced, record.parsed, policy)
@@ -185,6 +219,7 @@ class TrafficLog:
         self.path = settings.traffic_log
         self.model = model
         self.policy = PricingPolicy.from_settings(settings)
+        self.tenant_in_log = tenant_hasher(settings)
         self._header = orjson.dumps(settings_header(settings)).decode()
         self._max_bytes = int(settings.traffic_log_max_bytes)
         self._handler: _DroppingQueueHandler | None = None
@@ -211,7 +246,8 @@ class TrafficLog:
         """Queue the request's line; never blocks."""
         if self._handler is None:
             return
-        line = orjson.dumps(traffic_entry(record, self.model, self.policy)).decode()
+        entry = traffic_entry(record, self.model, self.policy, self.tenant_in_log)
+        line = orjson.dumps(entry).decode()
         self._handler.handle(logging.makeLogRecord({"msg": line}))
 
     def stop(self) -> None:

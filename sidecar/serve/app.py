@@ -18,6 +18,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from sidecar.admission.budgets import Budgets, BudgetsInForce
+from sidecar.admission.discipline import PriorityPolicy
 from sidecar.admission.ledger import KvLedger
 from sidecar.admission.saturation import SaturationGate
 from sidecar.cost.pricer import Pricer, PricingPolicy
@@ -51,6 +52,7 @@ from sidecar.serve.keys import (
     LOGGER,
     METRICS,
     PRICER,
+    PRIORITY_POLICY,
     PROFILE,
     RESIZE_POOL,
     ROUTER_LOAD,
@@ -110,7 +112,10 @@ def make_app(
     budgets = BudgetsInForce(Budgets.from_settings(settings, profile))
     shadow = settings.mode is Mode.SHADOW
     ledger = KvLedger(
-        0 if shadow else budgets.current.kv_budget_bytes, max_queue_depth=settings.max_queue_depth
+        0 if shadow else budgets.current.kv_budget_bytes,
+        max_queue_depth=settings.max_queue_depth,
+        max_tenant_queue_depth=settings.max_tenant_queue_depth,
+        aging_seconds=settings.priority_aging_seconds,
     )
     pricer = Pricer(
         profile,
@@ -128,6 +133,7 @@ def make_app(
     app[PROFILE] = profile
     app[BUDGETS] = budgets
     app[LEDGER] = ledger
+    app[PRIORITY_POLICY] = policy = PriorityPolicy.from_settings(settings)
     app[SATURATION] = saturation
     app[PRICER] = pricer
     app[METRICS] = metrics
@@ -155,6 +161,7 @@ def make_app(
     registry.register(router_load)
     app[ROUTER_LOAD] = RouterLoadExposition(router_load)
     metrics.watch_ledger(ledger)
+    metrics.watch_bands(ledger, policy)
     metrics.watch_engine(lambda: engine.facts, lambda: saturation.saturated)
     metrics.watch_kv_geometry(lambda: engine.kv)
     metrics.watch_budgets(

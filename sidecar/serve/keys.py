@@ -13,6 +13,7 @@ import structlog
 from aiohttp import web
 
 from sidecar.admission.budgets import BudgetsInForce
+from sidecar.admission.discipline import PriorityPolicy
 from sidecar.admission.ledger import KvLedger
 from sidecar.admission.saturation import SaturationGate
 from sidecar.cost.pricer import Pricer
@@ -53,6 +54,7 @@ SETTINGS = web.AppKey("settings", Settings)
 PROFILE = web.AppKey("profile", ModelProfile)
 BUDGETS = web.AppKey("budgets", BudgetsInForce)
 LEDGER = web.AppKey("ledger", KvLedger)
+PRIORITY_POLICY = web.AppKey("priority_policy", PriorityPolicy)
 SATURATION = web.AppKey("saturation", SaturationGate)
 PRICER = web.AppKey("pricer", Pricer)
 METRICS = web.AppKey("metrics", Metrics)

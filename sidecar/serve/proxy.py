@@ -14,6 +14,7 @@ import uuid
 from aiohttp import web
 
 from sidecar.admission.decision import Downscale, Reason, Reject, decide
+from sidecar.admission.discipline import QueueClass, classify, read_tags
 from sidecar.admission.ledger import Reservation
 from sidecar.cost.prediction import with_kv_bytes
 from sidecar.cost.request_body import BodyPolicy, RequestBody, parse_request_body
@@ -26,6 +27,7 @@ from sidecar.errors import (
     OverloadedError,
     QueueFullError,
     RequestTimeoutError,
+    ShedError,
     SidecarError,
     UpstreamError,
     UpstreamTimeoutError,
@@ -41,6 +43,7 @@ from sidecar.serve.keys import (
     LOGGER,
     METRICS,
     PRICER,
+    PRIORITY_POLICY,
     RESIZE_POOL,
     SATURATION,
     SETTINGS,
@@ -82,10 +85,18 @@ async def _serve(
     settings, ledger, pricer = app[SETTINGS], app[LEDGER], app[PRICER]
     shadow = record.shadow
     body = await read_body(request, settings)
+    policy = app[PRIORITY_POLICY]
+    record.queue_tags = read_tags(request.headers, None, policy)
+    record.queue_class = classify(record.queue_tags, policy)
+    record.band = policy.band_label(record.queue_class.priority)
     try:
         parsed = record.parsed = await _parse(
             body, route, settings, request.headers.get("Content-Type")
         )
+        if "priority" in parsed.skeleton:  # recorded whether trusted or not, for replay
+            record.queue_tags = read_tags(request.headers, parsed.skeleton["priority"], policy)
+            record.queue_class = classify(record.queue_tags, policy)
+            record.band = policy.band_label(record.queue_class.priority)
         prediction = await pricer.price(parsed, body)
     except InvalidRequestError as exc:
         if not shadow:
@@ -143,11 +154,13 @@ async def _serve(
     if not shadow and saturation.saturated:
         started = time.perf_counter()
         try:
-            await saturation.wait(settings.queue_timeout_seconds)
+            await saturation.wait(
+                settings.queue_timeout_seconds, sheddable=record.queue_class.sheddable
+            )
         finally:
             record.waited_seconds += time.perf_counter() - started
         record.waited(Reason.ENGINE_SATURATED)
-    reservation = await _reserve(request.app, settings, kv_bytes, record)
+    reservation = await _reserve(app, settings, kv_bytes, record, record.queue_class)
     try:
         return await _forward(request, path_qs, body, parsed, record, hide_usage=hide_usage)
     finally:
@@ -209,18 +222,24 @@ async def read_body(request: web.Request, settings: Settings) -> bytes:
 
 
 async def _reserve(
-    app: web.Application, settings: Settings, kv_bytes: int, record: RequestRecord
+    app: web.Application,
+    settings: Settings,
+    kv_bytes: int,
+    record: RequestRecord,
+    queue_class: QueueClass,
 ) -> Reservation:
     started = time.perf_counter()
     try:
         reservation = await app[LEDGER].acquire(
-            kv_bytes, timeout_seconds=settings.queue_timeout_seconds
+            kv_bytes, timeout_seconds=settings.queue_timeout_seconds, queue_class=queue_class
         )
     finally:
         record.waited_seconds += time.perf_counter() - started
     if reservation.waited_seconds > 0:
         metrics = app[METRICS]
         metrics.queue_wait_seconds_child.observe(reservation.waited_seconds)
+        band = app[PRIORITY_POLICY].band_label(queue_class.priority)
+        metrics.band(band).wait_seconds.observe(reservation.waited_seconds)
         record.waited(Reason.KV_BUDGET_FULL)
     return reservation
 
@@ -272,6 +291,8 @@ def reason_for(exc: SidecarError) -> Reason:
             return Reason.ENGINE_SATURATED
         case QueueFullError():
             return Reason.QUEUE_FULL
+        case ShedError():
+            return Reason.SHED
         case LargerThanBudgetError():
             return Reason.LARGER_THAN_KV_BUDGET
         case OverloadedError():

@@ -26,9 +26,11 @@ from tests.support.waiting import eventually
 
 METRICS_DOC = ROOT / "docs" / "metrics.md"
 ROUTES = [route.label for route in PRIMARY_ROUTES]
-# model_name: vLLM's served model name on the two router gauges, one value per sidecar.
+# model_name: vLLM's served model name on the two router gauges, one value per sidecar;
+# band: the operator's priority bands, 0 and other.
 BOUNDED_LABELS = {
     "model", "route", "decision", "reason", "format", "source", "kind", "action", "model_name",
+    "band",
 }  # fmt: skip
 INFO_LABELS = {"model", "family", "source", "vision_rule", "text_tokens", "mode"}
 CHAT = "chat_completions"

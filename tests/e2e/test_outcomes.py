@@ -98,6 +98,15 @@ async def _queue_full(
     await asyncio.gather(holder, queued)
 
 
+async def _shed(
+    sidecar: RunningSidecar, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    holder = asyncio.create_task(post(session, sidecar, TEXT, headers=fault("delay=0.5")))
+    await eventually(lambda: sidecar.app[LEDGER].inflight_requests == 1)
+    await post(session, sidecar, TEXT, headers={"x-gateway-inference-objective": "batch"})
+    await holder
+
+
 def _leaves_after(body: dict[str, Any], *, queued: bool = False) -> Drive:
     """A client that sends ``body`` and leaves while vLLM (or the queue) holds it."""
 
@@ -177,6 +186,10 @@ SCENARIOS: dict[str, Scenario] = {
     "reject-queue_full": Scenario(
         Decision.REJECT, Reason.QUEUE_FULL,
         {"kv_budget_bytes": TEXT_KV, "max_queue_depth": 1}, drive=_queue_full,
+    ),
+    "reject-shed": Scenario(
+        Decision.REJECT, Reason.SHED,
+        {"kv_budget_bytes": TEXT_KV, "objective_priorities": "batch=-1"}, drive=_shed,
     ),
     "reject-engine_saturated": Scenario(
         Decision.REJECT, Reason.ENGINE_SATURATED,

@@ -29,7 +29,7 @@ from sidecar.advisor.replay import Outcome, replay
 from sidecar.advisor.repricing import Candidate
 from sidecar.serve.server import RunningSidecar, running_sidecar
 from sidecar.settings import Settings
-from sidecar.standin import StandinConfig, run_standin
+from sidecar.standin import StandinConfig, StandinServer, run_standin
 from tests.support.cli import run_cli
 from tests.support.imaging import chat_with_images, data_uri, image_bytes, jpeg_uri
 from tests.support.proxy_helpers import DECISION, expected, post
@@ -53,6 +53,7 @@ class Step:
     images: tuple[Any, ...]
     held: float = 0.05
     max_tokens: int | None = MAX_TOKENS
+    headers: tuple[tuple[str, str], ...] = ()  # objective and fairness headers
 
     def body(self) -> bytes:
         uris = [
@@ -124,7 +125,12 @@ QUEUED = {
     },
 }
 STATUS = {"admit": 200, "downscale": 200, "wait": 200}
-REJECT_STATUS = {"queue_timeout": 429, "queue_full": 429, "larger_than_kv_budget": 413}
+REJECT_STATUS = {
+    "queue_timeout": 429,
+    "queue_full": 429,
+    "shed": 429,
+    "larger_than_kv_budget": 413,
+}
 
 
 @dataclass(frozen=True)
@@ -133,25 +139,26 @@ class Seen:
     headers: dict[str, str]
 
 
-async def send_mix(sidecar: RunningSidecar, *, timed: bool) -> dict[str, Seen]:
+async def send_mix(
+    sidecar: RunningSidecar, *, timed: bool, mix: tuple[Step, ...] = MIX
+) -> dict[str, Seen]:
     """The mix on its schedule (``timed``), or all at once without holding."""
     async with aiohttp.ClientSession() as session:
         start = time.monotonic()
 
         async def send(step: Step) -> tuple[str, Seen]:
-            headers = {"x-request-id": step.name}
+            headers = {"x-request-id": step.name, **dict(step.headers)}
             if timed:
                 await asyncio.sleep(max(0.0, start + step.at - time.monotonic()))
                 headers["x-standin-fault"] = f"delay={step.held}"
             reply = await post(session, sidecar, step.body(), headers=headers)
             return step.name, Seen(reply.status, dict(reply.headers))
 
-        return dict(await asyncio.gather(*(send(step) for step in MIX)))
+        return dict(await asyncio.gather(*(send(step) for step in mix)))
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The mix on its schedule through a sidecar with no budgets (setting A), logged."""
+def record_mix(tmp_path_factory: pytest.TempPathFactory, mix: tuple[Step, ...]) -> Path:
+    """``mix`` on its schedule through a sidecar with no budgets (setting A), logged."""
     log = tmp_path_factory.mktemp("traffic") / "traffic.jsonl"
 
     async def record() -> None:
@@ -167,11 +174,17 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 traffic_log=str(log),
             )
             async with running_sidecar(settings, registry=CollectorRegistry()) as sidecar:
-                seen = await send_mix(sidecar, timed=True)
+                seen = await send_mix(sidecar, timed=True, mix=mix)
         assert {s.headers[DECISION] for s in seen.values()} == {"admit"}
 
     asyncio.run(record())
     return log
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The mix on its schedule through a sidecar with no budgets (setting A), logged."""
+    return record_mix(tmp_path_factory, MIX)
 
 
 def replayed(log: Path, changes: dict[str, Any]) -> dict[str, Outcome]:
@@ -233,3 +246,82 @@ async def test_replay_equals_the_live_sidecar(
         assert queued == QUEUED[name]
     else:
         assert summary["queue"]["waited"] == 0
+
+
+# Two tenants in band 0, a chat band above it, a sheddable batch request. The budget holds
+# two HD requests (and a small one); d0 and d1 fill it.
+SCANS, PERSON = (("x-gateway-inference-fairness-id", "scans"),), "x-llm-d-inference-fairness-id"
+BANDS_MIX = (
+    Step("d0", 0.00, (HD,), held=0.8, headers=SCANS),
+    Step("d1", 0.05, (HD,), held=0.8, headers=SCANS),
+    Step("d2", 0.10, (HD,), held=0.2, headers=SCANS),
+    Step("d3", 0.15, (HD,), held=0.2, headers=SCANS),
+    # Another tenant: its start tag is the band's virtual time, level with d2's, before d3's.
+    Step("d4", 0.20, (HD,), held=0.2, headers=((PERSON, "ana"),)),
+    # Band 10 goes first; batch is sheddable: a 429 at once.
+    Step("d5", 0.25, (HD,), held=0.2, headers=(("x-gateway-inference-objective", "chat"),)),
+    Step("d6", 0.30, (HD,), headers=(("x-gateway-inference-objective", "batch"),)),
+)
+BANDS = {"kv_budget_bytes": KV_BUDGET, "queue_timeout_seconds": 2}
+BANDS_B: dict[str, tuple[dict[str, Any], dict[str, str], list[str]]] = {
+    # (settings B, decisions of d2..d6, the order the waiters reach vLLM)
+    "bands-and-tenants": (
+        {**BANDS, "objective_priorities": "chat=10,batch=-1"},
+        {"d2": "wait", "d3": "wait", "d4": "wait", "d5": "wait", "d6": "reject"},
+        ["d5", "d2", "d4", "d3"],
+    ),
+    "fifo": (
+        {**BANDS, "fairness": False},
+        {"d2": "wait", "d3": "wait", "d4": "wait", "d5": "wait", "d6": "wait"},
+        ["d2", "d3", "d4", "d5", "d6"],
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def recorded_bands(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return record_mix(tmp_path_factory, BANDS_MIX)
+
+
+def test_the_log_holds_the_queue_tags_with_the_tenant_hashed(recorded_bands: Path) -> None:
+    lines = [orjson.loads(line) for line in recorded_bands.read_bytes().splitlines()[1:]]
+    by_id = {line["id"]: line for line in lines}
+    assert by_id["d5"]["obj"] == "chat"
+    assert "tenant" not in by_id["d5"]
+    assert by_id["d0"]["tenant"] == by_id["d3"]["tenant"] != by_id["d4"]["tenant"]
+    assert b"scans" not in recorded_bands.read_bytes()
+
+
+@pytest.mark.parametrize("name", list(BANDS_B))
+async def test_replay_with_bands_and_tenants_equals_the_live_sidecar(
+    recorded_bands: Path, make_sidecar: SidecarFactory, standin: StandinServer, name: str
+) -> None:
+    changes, decisions, order = BANDS_B[name]
+    sidecar = await make_sidecar(**changes)
+    live = await send_mix(sidecar, timed=True, mix=BANDS_MIX)
+    outcomes = replayed(recorded_bands, changes)
+    for step in BANDS_MIX:
+        outcome, seen = outcomes[step.name], live[step.name]
+        assert outcome.decision.value == seen.headers[DECISION], (step.name, seen.status)
+        wanted = decisions.get(step.name, "admit")
+        assert outcome.decision.value == wanted, step.name
+        status = STATUS.get(wanted) or REJECT_STATUS.get(str(outcome.reason), 400)
+        assert seen.status == status, step.name
+    assert str(outcomes["d6"].reason) == (
+        "shed" if name == "bands-and-tenants" else "kv_budget_full"
+    )
+    arrivals = {r.request_id: r.arrival for r in read_traffic_log(recorded_bands).records}
+    granted = sorted(order, key=lambda step: arrivals[step] + outcomes[step].wait_seconds)
+    assert granted == order  # the replay grants in the live order
+    reached = [r.headers["x-request-id"] for r in standin.requests]
+    assert [step for step in reached if step in order] == order
+    assignments = [f"--set=SIDECAR_{k.upper()}={v}" for k, v in changes.items()]
+    status, output = run_cli("replay", "--log", str(recorded_bands), *assignments, "--json")
+    assert status == 0
+    summary = orjson.loads(output)
+    live_counts = Counter(seen.headers[DECISION] for seen in live.values())
+    assert summary["decisions"] == {d: live_counts.get(d, 0) for d in summary["decisions"]}
+    if name == "bands-and-tenants":
+        assert summary["bands"]["10"]["waited"] == 1
+        assert summary["bands"]["-1"]["status_429"] == 1
+        assert summary["queue"]["shed"] == 1

@@ -142,3 +142,40 @@ async def _hold_the_budget(session: aiohttp.ClientSession, sidecar: RunningSidec
     url = f"http://127.0.0.1:{sidecar.port}/v1/chat/completions"
     async with session.post(url, json=body, headers=headers) as response:
         await response.read()
+
+
+async def test_a_shed_request_is_retried_after_retry_after_by_the_openai_sdk(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    sidecar = await make_sidecar(
+        kv_budget_bytes=BUDGET,
+        queue_timeout_seconds=QUEUE_TIMEOUT_SECONDS,
+        engine_poll_seconds=0,
+        objective_priorities="batch=-1",
+    )
+    base = f"http://127.0.0.1:{sidecar.port}/v1"
+    holder = asyncio.create_task(_hold_the_budget(session, sidecar))
+    try:
+        await eventually(lambda: sidecar.app[LEDGER].inflight_requests == 1, timeout_seconds=5)
+        async with openai.AsyncOpenAI(base_url=base, api_key="unused", max_retries=2) as oai:
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(openai.RateLimitError) as caught:
+                await oai.chat.completions.create(
+                    model=QWEN,
+                    messages=[{"role": "user", "content": TEXT}],
+                    max_tokens=FITS_ALONE,
+                    extra_headers={"x-gateway-inference-objective": "batch"},
+                )
+            elapsed = asyncio.get_running_loop().time() - started
+        assert caught.value.response.headers["Retry-After"] == str(QUEUE_TIMEOUT_SECONDS)
+        assert caught.value.response.headers["x-should-retry"] == "true"
+        assert _requests(sidecar, "chat_completions", "reject", "shed") == 3  # max_retries=2
+        # Each attempt is refused at once; the SDK slept Retry-After between them.
+        assert elapsed >= 2 * QUEUE_TIMEOUT_SECONDS
+        forwarded = [r.headers.get("x-gateway-inference-objective") for r in standin.requests]
+        assert "batch" not in forwarded
+        assert not holder.done()
+    finally:
+        holder.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await holder

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from sidecar.admission.discipline import QueueClass
 from sidecar.admission.ledger import KvLedger, Reservation
-from sidecar.errors import LargerThanBudgetError, OverloadedError, QueueFullError
+from sidecar.errors import LargerThanBudgetError, OverloadedError, QueueFullError, ShedError
 from tests.support.virtual_time import run_in_virtual_time
 
 MIB = 1024 * 1024
@@ -481,3 +482,97 @@ def test_ledger_stays_exact_under_random_concurrent_load(
     assert required_stages <= set(run.cancelled_while) <= stages, run.cancelled_while
     # The clock is virtual: the same seed gives the same interleaving, whatever the machine.
     assert run_in_virtual_time(lambda: random_load(seed, max_queue_depth)).endings == run.endings
+
+
+# --- Bands, tenants and shedding (admission.discipline) -------------------------------------
+
+
+async def test_ledger_sheds_a_sheddable_request_at_once_and_grants_it_when_it_fits() -> None:
+    ledger = KvLedger(10)
+    batch = QueueClass(-1, sheddable=True)
+    granted = await ledger.acquire(4, timeout_seconds=30, queue_class=batch)
+    with pytest.raises(ShedError, match=r"sheddable \(priority -1\)") as caught:
+        await ledger.acquire(7, timeout_seconds=30, queue_class=batch)
+    assert caught.value.status == 429
+    assert caught.value.retry_after_seconds == 30
+    assert ledger.queue_depth == 0
+    granted.release()
+    assert_idle(ledger)
+
+
+async def test_ledger_sheds_a_sheddable_request_that_fits_while_others_wait() -> None:
+    ledger = KvLedger(10)
+    holder = await ledger.acquire(8, timeout_seconds=1)
+    queued = waiting(ledger.acquire(5, timeout_seconds=1))
+    await settle()
+    with pytest.raises(ShedError, match=r"1 waiting"):
+        await ledger.acquire(1, timeout_seconds=1, queue_class=QueueClass(-3, sheddable=True))
+    holder.release()
+    (await queued).release()
+    assert_idle(ledger)
+
+
+async def test_ledger_grants_a_higher_band_ahead_of_an_older_lower_band() -> None:
+    ledger = KvLedger(10)
+    holder = await ledger.acquire(10, timeout_seconds=1)
+    low = waiting(ledger.acquire(6, timeout_seconds=1))
+    await settle()
+    high = waiting(ledger.acquire(6, timeout_seconds=1, queue_class=QueueClass(10)))
+    await settle()
+    holder.release()
+    await settle()
+    assert high.done()
+    assert not low.done()
+    high.result().release()
+    (await low).release()
+    assert_idle(ledger)
+
+
+async def test_ledger_grants_a_higher_band_at_once_when_it_fits_beside_a_blocked_head() -> None:
+    ledger = KvLedger(10)
+    holder = await ledger.acquire(6, timeout_seconds=1)
+    low = waiting(ledger.acquire(6, timeout_seconds=1))
+    await settle()
+    high = await ledger.acquire(3, timeout_seconds=1, queue_class=QueueClass(10))
+    assert not low.done()
+    for reservation in (holder, high):
+        reservation.release()
+    (await low).release()
+    assert_idle(ledger)
+
+
+async def test_ledger_serves_a_light_tenant_ahead_of_a_heavy_tenants_backlog() -> None:
+    ledger = KvLedger(10)
+    heavy, light = QueueClass(tenant="heavy"), QueueClass(tenant="light")
+    holder = await ledger.acquire(10, timeout_seconds=5, queue_class=heavy)
+    backlog = [waiting(ledger.acquire(8, timeout_seconds=5, queue_class=heavy)) for _ in range(3)]
+    await settle()
+    small = waiting(ledger.acquire(2, timeout_seconds=5, queue_class=light))
+    await settle()
+    holder.release()
+    await settle()
+    # The first of the backlog (start tag 0) and the light one (start tag 0, later) fit.
+    assert backlog[0].done()
+    assert small.done()
+    assert not backlog[1].done()
+    for task in (backlog[0], small):
+        task.result().release()
+    for task in backlog[1:]:
+        (await task).release()
+    assert_idle(ledger)
+
+
+async def test_ledger_refuses_a_tenant_over_its_queue_depth_but_not_others() -> None:
+    ledger = KvLedger(10, max_tenant_queue_depth=1)
+    holder = await ledger.acquire(10, timeout_seconds=1)
+    first = waiting(ledger.acquire(1, timeout_seconds=1, queue_class=QueueClass(tenant="a")))
+    await settle()
+    with pytest.raises(QueueFullError, match="SIDECAR_MAX_TENANT_QUEUE_DEPTH"):
+        await ledger.acquire(1, timeout_seconds=1, queue_class=QueueClass(tenant="a"))
+    other = waiting(ledger.acquire(1, timeout_seconds=1, queue_class=QueueClass(tenant="b")))
+    await settle()
+    assert ledger.queue_depth == 2
+    holder.release()
+    for task in (first, other):
+        (await task).release()
+    assert_idle(ledger)

@@ -87,6 +87,22 @@ def test_a_head_holding_a_cost_field_borrows_no_cost() -> None:
     assert rows(records) == rows(plainly(lines))
 
 
+def test_queue_tags_are_read_with_a_shared_cost() -> None:
+    lines = [
+        line({"id": "a", "t": 1.0}),
+        line({"id": "b", "t": 2.0}, before=b'"obj":"batch","prio":3,"tenant":"9f2c",'),
+        line({"id": "c", "t": 3.0}, before=b'"tenant":"9f2c",'),
+    ]
+    records = parse_lines(lines).records
+    assert [(r.objective, r.body_priority, r.tenant) for r in records] == [
+        (None, None, ""),
+        ("batch", 3, "9f2c"),
+        (None, None, "9f2c"),
+    ]
+    assert records[0].cost is records[1].cost is records[2].cost
+    assert rows(records) == rows(plainly(lines))
+
+
 def test_random_logs_read_as_a_line_by_line_parse_reads_them() -> None:
     rng = random.Random(11)
     tails = [
@@ -101,6 +117,8 @@ def test_random_logs_read_as_a_line_by_line_parse_reads_them() -> None:
     afters = [b"", b"", b"", b',"t":7.0', b',"held":null', b',"text":3', b',"wait" : 1']
     # Fields written between the request's own and the cost: cost fields, or one of its own.
     befores = [b"", b"", b"", b'"media":[["audio"]],', b'"px":[1,2],', b'"kv":9,', b'"t":3.0,']
+    # The queue tags (own fields written after the others), in order and out of it.
+    befores += [b'"obj":"chat","tenant":"t1",', b'"prio":-2,', b'"tenant":"x","obj":"b",']
     for _ in range(50):
         lines = [orjson.dumps({"kind": "settings", "settings": {"model": "m"}})]
         for number in range(rng.randint(0, 40)):

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from sidecar.admission.decision import Decision, Reason
+from sidecar.admission.decision import Decision
+from sidecar.admission.discipline import DEFAULT_CLASS, PriorityPolicy, QueueTags, classify
 from sidecar.advisor.records import RecordedCost, TrafficRecord
-from sidecar.advisor.replay import ReplayResult, replay
+from sidecar.advisor.replay import FATE_REASONS, ReplayResult, replay
 from sidecar.advisor.report import percentiles, summarize
 from sidecar.advisor.repricing import Candidate, with_settings
 from sidecar.settings import Settings
@@ -46,6 +47,9 @@ def random_traffic(rng: random.Random) -> list[TrafficRecord]:
                 rng.randint(0, 900),
                 rng.randint(0, 9000),
                 rng.randint(0, 10**9),
+                rng.choice((None, None, "chat", "batch")),
+                None,
+                rng.choice(("", "a", "b")),
             )
         )
     return records
@@ -59,10 +63,14 @@ def queueing_settings(rng: random.Random) -> Settings:
         queue_timeout_seconds=rng.choice((0, 1, 30)),
         max_queue_depth=rng.choice((1, 4, 1000)),
         mode=rng.choice(("enforce", "enforce", "shadow")),
+        objective_priorities=rng.choice(("", "chat=10,batch=-1")),
+        fairness=rng.random() < 0.7,
     )
 
 
-def request_by_request(records: list[TrafficRecord], result: ReplayResult) -> dict[str, Any]:
+def request_by_request(
+    records: list[TrafficRecord], result: ReplayResult, settings: Settings
+) -> dict[str, Any]:
     """The reference: every outcome looked at on its own."""
     outcomes = result.outcomes
     assert len(outcomes) == len(records)
@@ -93,8 +101,33 @@ def request_by_request(records: list[TrafficRecord], result: ReplayResult) -> di
         },
         "waited": len(waits),
         "wait_seconds": {**percentiles(waits), "max": max(waits, default=0.0)},
-        "status_429": reasons[Reason.QUEUE_TIMEOUT.value] + reasons[Reason.QUEUE_FULL.value],
+        "status_429": sum(reasons[r.value] for r in FATE_REASONS.values()),
+        "bands": bands_by_request(records, result, settings),
     }
+
+
+def bands_by_request(
+    records: list[TrafficRecord], result: ReplayResult, settings: Settings
+) -> dict[str, Any]:
+    """Per band, from each outcome and its record's class worked out on its own."""
+    policy = PriorityPolicy.from_settings(settings)
+    classes = [classify(QueueTags(r.objective, r.body_priority, r.tenant), policy) for r in records]
+    unqueued = settings.mode == "shadow" or not Candidate(settings).budgets.kv_budget_bytes
+    if unqueued or all(c == DEFAULT_CLASS for c in classes):
+        return {}  # nothing waits, or everyone is in one band
+    bands: dict[str, Any] = {}
+    for band in sorted({c.priority for c in classes}, reverse=True):
+        mine = [o for o, c in zip(result.outcomes, classes, strict=True) if c.priority == band]
+        waits = [
+            o.wait_seconds for o in mine if o.wait_seconds > 0 and o.decision is not Decision.REJECT
+        ]
+        bands[str(band)] = {
+            "requests": len(mine),
+            "waited": len(waits),
+            "wait_seconds": {**percentiles(waits), "max": max(waits, default=0.0)},
+            "status_429": sum(o.reason in FATE_REASONS.values() for o in mine),
+        }
+    return bands
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -104,7 +137,7 @@ def test_the_summary_counts_what_each_request_got(seed: int) -> None:
     records = random_traffic(rng)
     result = replay(records, Candidate(settings))
     summary = summarize(records, result)
-    expected = request_by_request(records, result)
+    expected = request_by_request(records, result, settings)
     queue = summary["queue"]
     got = {
         **{key: summary[key] for key in expected if key in summary},
@@ -127,5 +160,5 @@ def test_random_traffic_reaches_every_outcome() -> None:
         seen.update(
             str(o.decision) for o in replay(random_traffic(rng), Candidate(settings)).outcomes
         )
-    for name in ("wait", "downscale", "queue_timeout", "queue_full", "invalid_body"):
+    for name in ("wait", "downscale", "queue_timeout", "queue_full", "shed", "invalid_body"):
         assert seen[name] > 0, name

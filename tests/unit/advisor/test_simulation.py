@@ -8,12 +8,13 @@ import random
 
 import pytest
 
+from sidecar.admission.discipline import DEFAULT_CLASS, QueueClass
 from sidecar.admission.ledger import KvLedger
 from sidecar.advisor.simulation import Fate, Job, Jobs, Queueing, simulate
-from sidecar.errors import OverloadedError, QueueFullError
+from sidecar.errors import OverloadedError, QueueFullError, ShedError
 from tests.support.virtual_time import run_in_virtual_time
 
-G, W, T, F = Fate.GRANTED, Fate.WAITED, Fate.QUEUE_TIMEOUT, Fate.QUEUE_FULL
+G, W, T, F, S = Fate.GRANTED, Fate.WAITED, Fate.QUEUE_TIMEOUT, Fate.QUEUE_FULL, Fate.SHED
 
 
 def columns(jobs: list[Job]) -> Jobs:
@@ -68,24 +69,40 @@ def test_shadow_mode_never_queues_but_marks_what_decide_would_make_wait() -> Non
     assert result.peak_kv_bytes == 16
 
 
-async def live_ledger(jobs: list[Job], budget: int, wait_seconds: int, depth: int) -> list[Fate]:
+async def live_ledger(
+    jobs: list[Job],
+    budget: int,
+    wait_seconds: int,
+    depth: int,
+    classes: list[QueueClass] | None = None,
+    tenant_depth: int = 0,
+    aging_seconds: float = 0.0,
+) -> list[Fate]:
     """The real ledger through the same jobs: each client arrives, acquires, holds, releases."""
     loop = asyncio.get_running_loop()
-    ledger = KvLedger(budget, max_queue_depth=depth)
+    ledger = KvLedger(
+        budget,
+        max_queue_depth=depth,
+        max_tenant_queue_depth=tenant_depth,
+        aging_seconds=aging_seconds,
+    )
 
-    async def client(job: Job) -> Fate:
+    async def client(job: Job, queue_class: QueueClass) -> Fate:
         await asyncio.sleep(job.arrival - loop.time())
         try:
-            reservation = await ledger.acquire(job.kv_bytes, wait_seconds)
+            reservation = await ledger.acquire(job.kv_bytes, wait_seconds, queue_class)
         except QueueFullError:
             return F
+        except ShedError:
+            return S
         except OverloadedError:
             return T
         await asyncio.sleep(job.held_seconds)
         reservation.release()
         return W if reservation.waited_seconds > 0 else G
 
-    return list(await asyncio.gather(*(client(job) for job in jobs)))
+    classes = classes or [DEFAULT_CLASS] * len(jobs)
+    return list(await asyncio.gather(*map(client, jobs, classes)))
 
 
 def random_jobs(rng: random.Random) -> list[Job]:
@@ -129,3 +146,32 @@ def test_requests_not_forwarded_pass_by(seed: int) -> None:
     assert {mixed.waits[n] for n in passing} == {0.0}
     assert (mixed.peak_kv_bytes, mixed.peak_requests) == (alone.peak_kv_bytes, alone.peak_requests)
     assert {W} <= set(alone.fates)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_simulation_with_bands_and_tenants_decides_as_the_real_ledger_does(seed: int) -> None:
+    rng = random.Random(seed)
+    jobs = random_jobs(rng)
+    kinds = [QueueClass(0), QueueClass(5), QueueClass(-1, sheddable=True)]
+    classes = [
+        QueueClass(kind.priority, kind.sheddable, rng.choice(["", "a", "b", "c"]))
+        for kind in (rng.choice(kinds) for _ in jobs)
+    ]
+    depth, timeout = rng.choice([5, 100]), rng.choice([1, 2])
+    tenant_depth, aging = rng.choice([0, 3]), rng.choice([0.0, 0.5])
+    queueing = Queueing(100, timeout, depth, max_tenant_depth=tenant_depth, aging_seconds=aging)
+    expected = simulate(columns(jobs)._replace(classes=classes), queueing).fates
+    actual = run_in_virtual_time(
+        lambda: live_ledger(jobs, 100, timeout, depth, classes, tenant_depth, aging),
+        tick_seconds=1e-7,
+    )
+    assert actual == list(expected)
+    assert {W, S} <= set(expected)  # the load makes jobs wait and sheds some
+
+
+def test_the_simulation_serves_a_higher_band_first_and_sheds_what_would_wait() -> None:
+    jobs = columns([Job(0, 10, 1.0), Job(0.1, 5, 1.0), Job(0.2, 5, 1.0), Job(0.3, 1, 1.0)])
+    classes = [DEFAULT_CLASS, DEFAULT_CLASS, QueueClass(9), QueueClass(-1, sheddable=True)]
+    result = simulate(jobs._replace(classes=classes), Queueing(10, 5, 10))
+    assert result.fates == (G, W, W, S)
+    assert result.waits[2] == pytest.approx(0.8)  # granted at the release, with job 1

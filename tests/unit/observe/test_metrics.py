@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 from prometheus_client import CollectorRegistry
 
 from sidecar.admission.budgets import Budgets
 from sidecar.admission.decision import Decision, Reason
+from sidecar.admission.discipline import PriorityPolicy, QueueClass
+from sidecar.admission.ledger import KvLedger
 from sidecar.observe.metrics import Metrics
 
 
@@ -43,3 +46,35 @@ def test_metrics_create_the_series_of_an_unlisted_outcome_on_first_use() -> None
     metrics.upstream_error_counter("dns").inc()
     errors = {"model": "m", "kind": "dns"}
     assert registry.get_sample_value("vlm_sidecar_upstream_errors_total", errors) == 1
+
+
+async def test_metrics_bands_exist_at_zero_and_read_the_ledger_per_band_at_scrape_time() -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, model="m")
+    policy = PriorityPolicy(objective_priorities={"chat": 10, "batch": -1})
+    ledger = KvLedger(10)
+    metrics.watch_bands(ledger, policy)
+
+    def value(name: str, band: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, {"model": "m", "band": band, **labels})
+
+    for band in ("10", "0", "-1", "other"):
+        assert value("vlm_sidecar_band_queue_depth", band) == 0
+        assert value("vlm_sidecar_band_refusals_total", band, reason="shed") == 0
+        assert value("vlm_sidecar_band_queue_wait_seconds_count", band) == 0
+    holder = await ledger.acquire(10, timeout_seconds=5)
+    tasks = [
+        asyncio.create_task(ledger.acquire(1, 5, QueueClass(priority, tenant=tenant)))
+        for priority, tenant in ((10, "a"), (10, "b"), (0, "a"), (-7, ""), (3, ""))
+    ]
+    await asyncio.sleep(0.01)
+    assert value("vlm_sidecar_band_queue_depth", "10") == 2
+    assert value("vlm_sidecar_band_queue_depth", "0") == 1
+    assert value("vlm_sidecar_band_queue_depth", "other") == 2  # -7 and 3 add up
+    assert value("vlm_sidecar_band_oldest_wait_seconds", "10") > 0  # type: ignore[operator]
+    assert registry.get_sample_value("vlm_sidecar_fairness_tenants_waiting", {"model": "m"}) == 5
+    holder.release()
+    for reservation in await asyncio.gather(*tasks):
+        reservation.release()
+    assert value("vlm_sidecar_band_queue_depth", "10") == 0
+    assert value("vlm_sidecar_band_oldest_wait_seconds", "10") == 0

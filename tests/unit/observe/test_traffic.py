@@ -3,6 +3,7 @@ the file rotates with its settings header on every generation; a lagging writer 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -11,12 +12,13 @@ import orjson
 import pytest
 
 from sidecar.admission.decision import Admit
+from sidecar.admission.discipline import QueueTags
 from sidecar.advisor.records import parse_record, read_traffic_log
 from sidecar.advisor.repricing import Candidate
 from sidecar.cost.pricer import Pricer, PricingPolicy
 from sidecar.cost.request_body import parse_request_body
 from sidecar.observe.record import RequestRecord
-from sidecar.observe.traffic import TrafficLog, traffic_entry
+from sidecar.observe.traffic import TrafficLog, settings_header, tenant_hasher, traffic_entry
 from sidecar.profiles import load_profile
 from sidecar.routes import Route
 from sidecar.settings import Settings
@@ -93,6 +95,34 @@ async def test_a_traffic_line_reprices_to_the_pricers_figures(name: str) -> None
         was.prompt_tokens,
         was.kv_bytes,
     )
+
+
+@pytest.mark.parametrize(
+    ("setting", "salt", "expected"),
+    [("as_sent", "", "acme"), ("hash", "pepper", "unused")],
+    ids=["as-sent", "salted-hash"],
+)
+async def test_a_traffic_line_records_the_queue_tags_and_the_tenant_as_chosen(
+    setting: str, salt: str, expected: str
+) -> None:
+    record = await priced_record(*BODIES["chat"])
+    record.queue_tags = QueueTags("batch", 3, "acme")
+    settings = Settings(model=QWEN, traffic_log_tenant=setting, traffic_log_tenant_salt=salt)
+    line = traffic_entry(record, QWEN, PricingPolicy(), tenant_hasher(settings))
+    assert (line["obj"], line["prio"]) == ("batch", 3)
+    if setting == "as_sent":
+        assert line["tenant"] == expected
+    else:
+        assert line["tenant"] == hashlib.sha256(b"pepperacme").hexdigest()[:16]
+    again = parse_record(orjson.loads(orjson.dumps(line)))
+    assert (again.objective, again.body_priority, again.tenant) == ("batch", 3, line["tenant"])
+
+
+def test_the_tenant_hash_is_stable_with_a_salt_and_random_without_one() -> None:
+    salted = Settings(model=QWEN, traffic_log_tenant_salt="s")
+    assert tenant_hasher(salted)("acme") == tenant_hasher(salted)("acme") != "acme"
+    assert tenant_hasher(SETTINGS)("acme") != tenant_hasher(SETTINGS)("acme")
+    assert "traffic_log_tenant_salt" not in settings_header(salted)["settings"]
 
 
 def test_a_request_refused_before_pricing_keeps_only_its_timing_and_answer() -> None:

@@ -268,3 +268,17 @@ def test_qwen3_5_builtins_price_as_their_model_directories_do(name: str, tmp_pat
     assert layer_types[3::4] == ["full_attention"] * (layers // 4)  # every 4th is full
     assert builtin.vision.image_tokens(1024, 768).tokens == 32 * 24  # Qwen3-VL's 32 px cells
     assert builtin.max_position_embeddings == 262_144
+
+
+def test_the_dots_ocr_builtin_is_qwen2_vls_rule_over_a_flat_config(tmp_path: Path) -> None:
+    from sidecar.profiles.builtins import BUILTIN_MODELS
+
+    entry = BUILTIN_MODELS["rednote-hilab/dots.ocr"]
+    builtin = load_profile("rednote-hilab/dots.ocr")
+    from_directory = load_profile(_model_dir(tmp_path, entry.config, entry.preprocessor))
+    assert (from_directory.vision, from_directory.kv) == (builtin.vision, builtin.kv)
+    assert builtin.architecture.name == "DotsOCRForCausalLM"
+    assert builtin.vision.image_tokens(1024, 768).tokens == 37 * 27  # vLLM 0.33 counts 999
+    assert builtin.vision.max_image_tokens().tokens == 14_400  # 11,289,600 px / 784
+    assert builtin.kv.bytes_per_token == 28 * 2 * 2 * 128 * 2  # flat config, 2 KV heads
+    assert builtin.architecture.prompt_family is None  # its <|imgpad|> is not Qwen's counter

@@ -426,6 +426,33 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             "merge_size": 2,
         },
     ),
+    # GLM-4.5V (Glm4vMoeForConditionalGeneration, GLM-4.5-Air's MoE tower): text_config 4096
+    # wide, 46 layers, 96 heads, 8 KV heads of head_dim 128, 65,536 positions, bfloat16 (a
+    # public dump of the checkpoint's Glm4vMoeConfig); vision depth 24, patch 14, merge 2,
+    # temporal 2, out_hidden_size 4096 (a public parser test's copy). vLLM 0.33 registers it
+    # with Glm4vProcessingInfo; the processor files are GLM-4.1V's (see above).
+    "zai-org/GLM-4.5V": BuiltinModel(
+        config={
+            "architectures": ["Glm4vMoeForConditionalGeneration"],
+            "model_type": "glm4v_moe",
+            "text_config": _text_tower("glm4v_moe_text", 4096, 46, 96, 8, 65536)
+            | {"head_dim": 128, "dtype": "bfloat16"},
+            "vision_config": {
+                "model_type": "glm4v_moe",
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+                "temporal_patch_size": 2,
+                "out_hidden_size": 4096,
+            },
+        },
+        preprocessor={
+            "image_processor_type": "Glm4vImageProcessor",
+            "size": {"shortest_edge": 12544, "longest_edge": 9633792},
+            "patch_size": 14,
+            "temporal_patch_size": 2,
+            "merge_size": 2,
+        },
+    ),
     # config.json: model_type, pinpoints and the "default" strategy as in the repo's file (copies in
     # laion/llava-v1.6-mistral-7b_openvino_int8, Ayush374/quantised_llava); the text tower is
     # Mistral-7B-Instruct-v0.2: 32 layers, 32 heads, 8 KV heads of 128, 32,768 positions, no

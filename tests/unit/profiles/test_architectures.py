@@ -282,3 +282,16 @@ def test_the_dots_ocr_builtin_is_qwen2_vls_rule_over_a_flat_config(tmp_path: Pat
     assert builtin.vision.max_image_tokens().tokens == 14_400  # 11,289,600 px / 784
     assert builtin.kv.bytes_per_token == 28 * 2 * 2 * 128 * 2  # flat config, 2 KV heads
     assert builtin.architecture.prompt_family is None  # its <|imgpad|> is not Qwen's counter
+
+
+def test_the_glm_4_5v_builtin_is_glm_4_1vs_rule_over_its_moe_tower(tmp_path: Path) -> None:
+    from sidecar.profiles.builtins import BUILTIN_MODELS
+
+    entry = BUILTIN_MODELS["zai-org/GLM-4.5V"]
+    builtin = load_profile("zai-org/GLM-4.5V")
+    from_directory = load_profile(_model_dir(tmp_path, entry.config, entry.preprocessor))
+    assert (from_directory.vision, from_directory.kv) == (builtin.vision, builtin.kv)
+    assert builtin.architecture.name == "Glm4vMoeForConditionalGeneration"
+    assert builtin.vision == load_profile("zai-org/GLM-4.1V-9B-Thinking").vision
+    assert builtin.vision.image_tokens(1024, 768).tokens == 999  # vLLM 0.33's count
+    assert builtin.kv.bytes_per_token == 46 * 2 * 8 * 128 * 2

@@ -14,9 +14,9 @@ sidecar dispatches the same way, from this one table: each architecture is
 * ``NOT_SERVED``: vLLM 0.33 refuses it, naming the version that dropped it.
 
 A config without ``architectures`` (the built-in profiles, some old checkpoints) is
-dispatched by its ``model_type``. ``docs/supported-models.md`` is checked against this
-table by ``tests/unit/profiles/test_architectures.py``, and the table against vLLM 0.33's
-registry by the renderer tier.
+dispatched by its ``model_type``. ``tests/unit/profiles/test_architectures.py`` keeps
+``docs/supported-models.md`` equal to this table, and the table equal to vLLM 0.33's
+``registry.py`` (read where ``.tools/vllm-render`` is installed).
 """
 
 from __future__ import annotations
@@ -508,6 +508,12 @@ def resolve_architecture(name: str, config: Mapping[str, Any]) -> Architecture:
     for an architecture vLLM 0.33 does not serve, one without a rule, or an unknown one."""
     entry = find_architecture(config)
     described = _described(config)
+    audio = [str(n) for n in config.get("architectures") or () if n in NO_IMAGE_ARCHITECTURES]
+    if entry is None and audio:
+        raise ConfigurationError(
+            f"model {name!r} is {audio[0]}, which vLLM 0.33 serves for audio or video only: "
+            "it takes no images, so there is nothing for the sidecar to price"
+        )
     if entry is None:
         raise ConfigurationError(
             f"model {name!r} is {described}, which is not an image architecture of vLLM "

@@ -147,8 +147,11 @@ def test_an_architecture_without_a_rule_names_itself_and_the_engine_pricing(
 
 def test_an_architecture_that_takes_no_images_is_not_mistaken_for_one(tmp_path: Path) -> None:
     config = {"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper"}
-    with pytest.raises(ConfigurationError, match="not an image architecture"):
+    with pytest.raises(ConfigurationError, match=r"Whisper.*takes no images"):
         load_profile(_model_dir(tmp_path, config))
+    bert = {"architectures": ["BertModel"], "model_type": "bert"}
+    with pytest.raises(ConfigurationError, match=r"BertModel.*not an image architecture"):
+        load_profile(_model_dir(tmp_path, bert))
 
 
 def test_qwen_omni_reads_its_vision_and_text_config_under_thinker_config(tmp_path: Path) -> None:

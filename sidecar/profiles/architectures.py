@@ -104,6 +104,7 @@ def _dropped(name: str, version: str, *model_types: str, note: str = "") -> Arch
 # What a rule is proven against, per architecture (docs/supported-models.md says how).
 BY_TRANSFORMERS = "transformers' processor (tests/oracle)"
 BY_VLLM = "vLLM 0.33's processor (tests/renderer/test_processor_counts.py)"
+BY_BOTH = "transformers' processor (tests/oracle) and vLLM 0.33's (tests/renderer)"
 BY_SOURCE = "vLLM 0.33's source only: the config class is remote code, not run here"
 
 _INHERITS = "its ProcessingInfo inherits {}, with changes not yet proven"
@@ -117,7 +118,7 @@ _TABLE: tuple[Architecture, ...] = (
         "qwen2_vl",
         prompt_family="qwen2_vl",
         video_rule="qwen2_vl",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
     _rule(
         "Qwen2_5_VLForConditionalGeneration",
@@ -126,7 +127,7 @@ _TABLE: tuple[Architecture, ...] = (
         "qwen2_5_vl",
         prompt_family="qwen2_5_vl",
         video_rule="qwen2_5_vl",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
     _rule(
         "Qwen3VLForConditionalGeneration",
@@ -135,7 +136,7 @@ _TABLE: tuple[Architecture, ...] = (
         "qwen3_vl",
         prompt_family="qwen3_vl",
         video_rule="qwen3_vl",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
     _rule(
         "Qwen3VLMoeForConditionalGeneration",
@@ -255,7 +256,7 @@ _TABLE: tuple[Architecture, ...] = (
         _INHERITS.format("Qwen2_5_VLProcessingInfo"),
     ),
     # --- GLM-4.1V smart resize ----------------------------------------------------------------
-    _rule("Glm4vForConditionalGeneration", "glm4_1v", "glm4v", "glm4v", proof=BY_TRANSFORMERS),
+    _rule("Glm4vForConditionalGeneration", "glm4_1v", "glm4v", "glm4v", proof=BY_BOTH),
     _rule(
         "Glm4vMoeForConditionalGeneration",
         "glm4_1v",
@@ -280,7 +281,7 @@ _TABLE: tuple[Architecture, ...] = (
         "llava",
         "llava",
         note="LLaVA-1.5, or Pixtral-HF when the vision tower is Pixtral",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
     _rule(
         "LlavaNextForConditionalGeneration",

@@ -1,5 +1,6 @@
-"""The alias families' model directories, built offline, and vLLM 0.33's own processor run on
-them in-process (``processor_worker.py`` under ``.tools/vllm-render``).
+"""The alias families' model directories (and those of the families with built-in profiles),
+built offline, and vLLM 0.33's own processor run on them in-process (``processor_worker.py``
+under ``.tools/vllm-render``).
 
 Each ``AliasFamily`` holds a checkpoint's public ``config.json`` and processor values, cut
 to what the processors read (the text tower is tiny: no weights are read, only its shape is
@@ -37,6 +38,7 @@ from typing import Any
 
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from sidecar.profiles.builtins import BUILTIN_MODELS
 from tests.real_vllm.renderer import VLLM_RENDER
 
 WORKER = Path(__file__).with_name("processor_worker.py")
@@ -264,6 +266,95 @@ def _omni(name: str, architecture: str, model_type: str, patch_px: int) -> Alias
     )
 
 
+def _from_builtin(
+    name: str,
+    builtin: str,
+    architecture: str,
+    token_keys: Mapping[str, str],
+    tokens: Sequence[str],
+    prompt: str,
+    processor_class: str,
+    *,
+    processor_config: Mapping[str, Any] | None = None,
+) -> AliasFamily:
+    """A family the sidecar has a built-in profile for: its transcribed config.json and
+    preprocessor values (``sidecar.profiles.builtins``), with the architecture and the
+    multimodal token ids a real checkpoint's config.json carries."""
+    entry = BUILTIN_MODELS[builtin]
+    config = {
+        **entry.config,
+        "architectures": [architecture],
+        **{key: f"{{{token}}}" for key, token in token_keys.items()},
+    }
+    extra = {"processor_config.json": json.dumps(processor_config)} if processor_config else {}
+    return AliasFamily(
+        name,
+        architecture,
+        config,
+        {**entry.preprocessor, "processor_class": processor_class},
+        tokens,
+        prompt,
+        extra_files=extra,
+    )
+
+
+QWEN_PROMPT = "<|vision_start|><|image_pad|><|vision_end|>"
+# The families with built-in profiles, through vLLM's processor as well as transformers'.
+BUILTIN_FAMILIES: tuple[AliasFamily, ...] = (
+    _from_builtin(
+        "qwen2-vl",
+        "Qwen/Qwen2-VL-7B-Instruct",
+        "Qwen2VLForConditionalGeneration",
+        QWEN_IDS,
+        QWEN_TOKENS,
+        QWEN_PROMPT,
+        "Qwen2VLProcessor",
+    ),
+    _from_builtin(
+        "qwen2.5-vl",
+        "Qwen/Qwen2.5-VL-7B-Instruct",
+        "Qwen2_5_VLForConditionalGeneration",
+        QWEN_IDS,
+        QWEN_TOKENS,
+        QWEN_PROMPT,
+        "Qwen2_5_VLProcessor",
+    ),
+    _from_builtin(
+        "qwen3-vl",
+        "Qwen/Qwen3-VL-8B-Instruct",
+        "Qwen3VLForConditionalGeneration",
+        QWEN_IDS,
+        QWEN_TOKENS,
+        QWEN_PROMPT,
+        "Qwen3VLProcessor",
+    ),
+    _from_builtin(
+        "glm-4.1v",
+        "zai-org/GLM-4.1V-9B-Thinking",
+        "Glm4vForConditionalGeneration",
+        GLM_IDS,
+        GLM_TOKENS,
+        "<|begin_of_image|><|image|><|end_of_image|>",
+        "Glm4vProcessor",
+    ),
+    _from_builtin(
+        "llava-1.5",
+        "llava-hf/llava-1.5-7b-hf",
+        "LlavaForConditionalGeneration",
+        {"image_token_index": "<image>"},
+        ("</s>", "<image>"),
+        "<image>",
+        "LlavaProcessor",
+        processor_config={
+            "processor_class": "LlavaProcessor",
+            "patch_size": 14,
+            "vision_feature_select_strategy": "default",
+            "num_additional_image_tokens": 1,
+            "image_token": "<image>",
+        },
+    ),
+)
+
 FAMILIES: tuple[AliasFamily, ...] = (
     _qwen3_5("qwen3.5", "Qwen3_5ForConditionalGeneration", "qwen3_5"),
     _qwen3_5("qwen3.5-moe", "Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe"),
@@ -330,6 +421,7 @@ FAMILIES: tuple[AliasFamily, ...] = (
         ("<|endoftext|>", "<|image_pad|>", "<|vision_pad|>", "<|vision_end|>"),
         "<|image_pad|>",
     ),
+    *BUILTIN_FAMILIES,
 )
 
 

@@ -144,7 +144,7 @@ def run_model(job: dict[str, Any]) -> dict[str, Any]:
     model_config = ModelConfig(
         model=job["directory"],
         tokenizer=job["directory"],
-        max_model_len=32768,
+        max_model_len=4096,  # within every family's positions; nothing is allocated
         limit_mm_per_prompt={"image": 1},
         trust_remote_code=True,  # only the directory's own stand-in config module
     )

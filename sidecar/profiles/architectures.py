@@ -343,7 +343,7 @@ _TABLE: tuple[Architecture, ...] = (
         "internvl",
         note="the Hugging Face format (-hf checkpoints), served by interns1.py's "
         "InternS1ProcessingInfo",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
     _rule(
         "InternS1ForConditionalGeneration",

@@ -59,6 +59,10 @@ class AliasFamily:
     prompt: str  # one image as the chat template writes it
     named_tokens: Mapping[str, str] = field(default_factory=dict)  # tokenizer.image_token, ...
     extra_files: Mapping[str, str] = field(default_factory=dict)
+    # False where vLLM's size-only count is not what its processor produces (InternVL-hf:
+    # ``get_num_image_tokens`` omits the ``crop_to_patches`` the processor forces); such a
+    # family is proven on real images through the full processor only.
+    size_only_count_is_served: bool = True
 
 
 def _text(model_type: str, **extra: Any) -> dict[str, Any]:
@@ -276,6 +280,8 @@ def _from_builtin(
     processor_class: str,
     *,
     processor_config: Mapping[str, Any] | None = None,
+    named_tokens: Mapping[str, str] | None = None,
+    size_only_count_is_served: bool = True,
 ) -> AliasFamily:
     """A family the sidecar has a built-in profile for: its transcribed config.json and
     preprocessor values (``sidecar.profiles.builtins``), with the architecture and the
@@ -294,7 +300,9 @@ def _from_builtin(
         {**entry.preprocessor, "processor_class": processor_class},
         tokens,
         prompt,
+        named_tokens=named_tokens or {},
         extra_files=extra,
+        size_only_count_is_served=size_only_count_is_served,
     )
 
 
@@ -336,6 +344,23 @@ BUILTIN_FAMILIES: tuple[AliasFamily, ...] = (
         GLM_TOKENS,
         "<|begin_of_image|><|image|><|end_of_image|>",
         "Glm4vProcessor",
+    ),
+    _from_builtin(
+        "internvl3-hf",
+        "OpenGVLab/InternVL3-8B-hf",
+        "InternVLForConditionalGeneration",
+        {"image_token_id": "<IMG_CONTEXT>"},
+        ("<|endoftext|>", "<img>", "</img>", "<IMG_CONTEXT>", "<video>"),
+        "<IMG_CONTEXT>",
+        "InternVLProcessor",
+        processor_config={"processor_class": "InternVLProcessor", "image_seq_length": 256},
+        named_tokens={
+            "start_image_token": "<img>",
+            "end_image_token": "</img>",
+            "context_image_token": "<IMG_CONTEXT>",
+            "video_token": "<video>",
+        },
+        size_only_count_is_served=False,
     ),
     _from_builtin(
         "llava-1.5",
@@ -470,17 +495,17 @@ def write_model(family: AliasFamily, directory: Path) -> Path:
 
 
 def vllm_outcomes(
-    directories: Mapping[str, Path], sizes: Sequence[Size], applied: Sequence[Size]
+    directories: Mapping[str, Path], sizes: Sequence[Size], applied: Mapping[str, Sequence[Size]]
 ) -> dict[str, Any]:
     """vLLM 0.33's outcome for every size on every family, and its full processor's on
-    ``applied``: ``{name: {"info", "counts": [...], "applied": [...]}}`` or ``{"error"}``."""
+    ``applied[name]``: ``{name: {"info", "counts": [...], "applied": [...]}}`` or ``{"error"}``."""
     families = {family.name: family for family in FAMILIES}
     jobs = [
         {
             "name": name,
             "directory": str(directory),
             "sizes": [list(size) for size in sizes],
-            "applied": [list(size) for size in applied],
+            "applied": [list(size) for size in applied[name]],
             "prompt": families[name].prompt,
         }
         for name, directory in directories.items()

@@ -14,9 +14,9 @@ sidecar dispatches the same way, from this one table: each architecture is
 * ``NOT_SERVED``: vLLM 0.33 refuses it, naming the version that dropped it.
 
 A config without ``architectures`` (the built-in profiles, some old checkpoints) is
-dispatched by its ``model_type``. ``docs/supported-models.md`` is checked against this
-table by ``tests/unit/profiles/test_architectures.py``, and the table against vLLM 0.33's
-registry by the renderer tier.
+dispatched by its ``model_type``. ``tests/unit/profiles/test_architectures.py`` keeps
+``docs/supported-models.md`` equal to this table, and the table equal to vLLM 0.33's
+``registry.py`` (read where ``.tools/vllm-render`` is installed).
 """
 
 from __future__ import annotations
@@ -105,6 +105,7 @@ def _dropped(name: str, version: str, *model_types: str, note: str = "") -> Arch
 BY_TRANSFORMERS = "transformers' processor (tests/oracle)"
 BY_VLLM = "vLLM 0.33's processor (tests/renderer/test_processor_counts.py)"
 BY_NEW_FAMILIES = "vLLM 0.33's processor (tests/renderer/test_new_families.py)"
+BY_BOTH = "transformers' processor (tests/oracle) and vLLM 0.33's (tests/renderer)"
 BY_SOURCE = "vLLM 0.33's source only: the config class is remote code, not run here"
 
 _INHERITS = "its ProcessingInfo inherits {}, with changes not yet proven"
@@ -118,7 +119,7 @@ _TABLE: tuple[Architecture, ...] = (
         "qwen2_vl",
         prompt_family="qwen2_vl",
         video_rule="qwen2_vl",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
     _rule(
         "Qwen2_5_VLForConditionalGeneration",
@@ -127,7 +128,7 @@ _TABLE: tuple[Architecture, ...] = (
         "qwen2_5_vl",
         prompt_family="qwen2_5_vl",
         video_rule="qwen2_5_vl",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
     _rule(
         "Qwen3VLForConditionalGeneration",
@@ -136,7 +137,7 @@ _TABLE: tuple[Architecture, ...] = (
         "qwen3_vl",
         prompt_family="qwen3_vl",
         video_rule="qwen3_vl",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
     _rule(
         "Qwen3VLMoeForConditionalGeneration",
@@ -256,7 +257,7 @@ _TABLE: tuple[Architecture, ...] = (
         _INHERITS.format("Qwen2_5_VLProcessingInfo"),
     ),
     # --- GLM-4.1V smart resize ----------------------------------------------------------------
-    _rule("Glm4vForConditionalGeneration", "glm4_1v", "glm4v", "glm4v", proof=BY_TRANSFORMERS),
+    _rule("Glm4vForConditionalGeneration", "glm4_1v", "glm4v", "glm4v", proof=BY_BOTH),
     _rule(
         "Glm4vMoeForConditionalGeneration",
         "glm4_1v",
@@ -281,7 +282,7 @@ _TABLE: tuple[Architecture, ...] = (
         "llava",
         "llava",
         note="LLaVA-1.5, or Pixtral-HF when the vision tower is Pixtral",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
     _rule(
         "LlavaNextForConditionalGeneration",
@@ -358,7 +359,7 @@ _TABLE: tuple[Architecture, ...] = (
         "internvl",
         note="the Hugging Face format (-hf checkpoints), served by interns1.py's "
         "InternS1ProcessingInfo",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
     _rule(
         "InternS1ForConditionalGeneration",
@@ -531,14 +532,16 @@ ENGINE_PRICING_HINT = (
 
 
 def find_architecture(config: Mapping[str, Any]) -> Architecture | None:
-    """The table's entry for a ``config.json``: its first known ``architectures`` entry (as
-    vLLM's registry tries them in order), else its ``model_type``; None when neither is known."""
+    """The table's entry for a ``config.json``: its first known ``architectures`` entry (vLLM's
+    registry tries them in order); only a config naming no architecture is dispatched by its
+    ``model_type``. None when neither is known."""
     names = config.get("architectures")
-    if isinstance(names, Sequence) and not isinstance(names, str):
+    if isinstance(names, Sequence) and not isinstance(names, str) and names:
         for name in names:
             entry = ARCHITECTURES.get(str(name))
             if entry is not None:
                 return entry
+        return None
     return _BY_MODEL_TYPE.get(str(config.get("model_type", "")))
 
 
@@ -553,12 +556,19 @@ def resolve_architecture(
     one the registry does not name, which vLLM serves through its Transformers backend."""
     entry = find_architecture(config)
     described = _described(config)
+    audio = [str(n) for n in config.get("architectures") or () if n in NO_IMAGE_ARCHITECTURES]
+    if entry is None and audio:
+        raise ConfigurationError(
+            f"model {name!r} is {audio[0]}, which vLLM 0.33 serves for audio or video only: "
+            "it takes no images, so there is nothing for the sidecar to price"
+        )
     if entry is None and engine_pricing:
         return Architecture(described, Support.NEEDS_ENGINE, "transformers")
     if entry is None:
         raise ConfigurationError(
             f"model {name!r} is {described}, which is not an image architecture of vLLM "
-            f"0.33's registry; the sidecar prices: {', '.join(priced_architectures())}"
+            f"0.33's registry (if vLLM serves it through its Transformers backend, "
+            f"{ENGINE_PRICING_HINT}); the sidecar prices: {', '.join(priced_architectures())}"
         )
     if entry.support is Support.NOT_SERVED:
         raise ConfigurationError(

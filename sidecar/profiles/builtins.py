@@ -348,6 +348,33 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     # 397B-A17B (MoE, 512 experts): 60 layers, hidden 4096, 32 heads, 2 KV heads, 64 linear value
     # heads (the checkpoint's config.json as quoted in a public parallelism analysis).
     "Qwen/Qwen3.5-397B-A17B": _qwen3_5(4096, 60, 32, 2, 64, moe=True),
+    # dots.ocr: a flat Qwen2 config (1536 wide, 28 layers, 12 heads, 2 KV heads, 131,072
+    # positions; a public parser test's copy of the checkpoint's config.json) with a DotsViT
+    # vision_config (patch 14, merge 2, temporal 1: vLLM's DotsVisionConfig); processor
+    # Qwen2VLImageProcessor at 3,136 to 11,289,600 px (the value deployments pass as "the
+    # processor's max_pixels", 14,400 tokens).
+    "rednote-hilab/dots.ocr": BuiltinModel(
+        config={
+            "architectures": ["DotsOCRForCausalLM"],
+            "model_type": "dots_ocr",
+            "torch_dtype": "bfloat16",
+            **_text_tower("dots_ocr", 1536, 28, 12, 2, 131072),
+            "vision_config": {
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+                "temporal_patch_size": 1,
+                "hidden_size": 1536,
+            },
+        },
+        preprocessor={
+            "image_processor_type": "Qwen2VLImageProcessor",
+            "min_pixels": 3136,
+            "max_pixels": 11289600,
+            "patch_size": 14,
+            "temporal_patch_size": 1,
+            "merge_size": 2,
+        },
+    ),
     # config.json: Synthetica-AI/gemma-3-4b-it ("Copy model google/gemma-3-4b-it"); public copies of
     # the 12B/27B text_config (12B: 3840/48/16/8, head_dim default 256; 27B: head_dim 128).
     "google/gemma-3-4b-it": BuiltinModel(_gemma3(2560, 34, 8, 4, 256), _GEMMA3_PREPROCESSOR),
@@ -390,6 +417,33 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             "text_config": _text_tower("glm4v_text", 4096, 40, 32, 2, 65536),
             "vision_config": {
                 "model_type": "glm4v",
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+                "temporal_patch_size": 2,
+                "out_hidden_size": 4096,
+            },
+        },
+        preprocessor={
+            "image_processor_type": "Glm4vImageProcessor",
+            "size": {"shortest_edge": 12544, "longest_edge": 9633792},
+            "patch_size": 14,
+            "temporal_patch_size": 2,
+            "merge_size": 2,
+        },
+    ),
+    # GLM-4.5V (Glm4vMoeForConditionalGeneration, GLM-4.5-Air's MoE tower): text_config 4096
+    # wide, 46 layers, 96 heads, 8 KV heads of head_dim 128, 65,536 positions, bfloat16 (a
+    # public dump of the checkpoint's Glm4vMoeConfig); vision depth 24, patch 14, merge 2,
+    # temporal 2, out_hidden_size 4096 (a public parser test's copy). vLLM 0.33 registers it
+    # with Glm4vProcessingInfo; the processor files are GLM-4.1V's (see above).
+    "zai-org/GLM-4.5V": BuiltinModel(
+        config={
+            "architectures": ["Glm4vMoeForConditionalGeneration"],
+            "model_type": "glm4v_moe",
+            "text_config": _text_tower("glm4v_moe_text", 4096, 46, 96, 8, 65536)
+            | {"head_dim": 128, "dtype": "bfloat16"},
+            "vision_config": {
+                "model_type": "glm4v_moe",
                 "patch_size": 14,
                 "spatial_merge_size": 2,
                 "temporal_patch_size": 2,

@@ -130,3 +130,26 @@ async def test_proxy_refuses_to_downscale_an_image_one_row_over_max_decode_pixel
     assert reply.status == 400
     assert "1414x1415 = 2,000,810 pixels, more than the limit of 2,000,000" in reply.body.decode()
     assert standin.requests == []
+
+
+OVER_VLLM_LIMIT_PNG = png_bomb(15_000, 12_000)  # built before the tripwire is set
+
+
+@pytest.mark.usefixtures("no_pixels")
+async def test_an_image_over_vllms_pixel_limit_is_refused_in_vllms_words_when_probing_allows_it(
+    make_sidecar: SidecarFactory, standin: StandinServer, session: Any
+) -> None:
+    # SIDECAR_MAX_DECODE_PIXELS raised past vLLM's limit: the header probe lets 15000 x 12000
+    # through, and the model's rule refuses it as vLLM will (vision.VLLM_MAX_IMAGE_PIXELS).
+    sidecar = await make_sidecar(max_decode_pixels=10**9)
+    uri = data_uri_bytes(OVER_VLLM_LIMIT_PNG).decode()
+    reply = await post(session, sidecar, chat(image_url_part(uri)))
+    assert reply.status == 400, reply.body
+    error = reply.json()["error"]
+    assert error["message"] == (
+        "image 1 of 1: Image dimensions 15000x12000 (180000000 pixels) exceed the maximum of "
+        "178956970 pixels. Set VLLM_MAX_IMAGE_PIXELS to increase this limit."
+    )
+    assert (error["type"], error["code"]) == ("BadRequestError", 400)
+    assert standin.requests == []
+    assert ledger_is_idle(sidecar)

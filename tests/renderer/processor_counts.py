@@ -1,12 +1,14 @@
-"""The alias families' model directories, built offline, and vLLM 0.33's own processor run on
-them in-process (``processor_worker.py`` under ``.tools/vllm-render``).
+"""The alias families' model directories (and those of the families with built-in profiles),
+built offline, and vLLM 0.33's own processor run on them in-process (``processor_worker.py``
+under ``.tools/vllm-render``).
 
 Each ``AliasFamily`` holds a checkpoint's public ``config.json`` and processor values, cut
 to what the processors read (the text tower is tiny: no weights are read, only its shape is
 validated), and a tokenizer whose vocabulary is the family's special tokens (a WordLevel
 ``tokenizers`` file): vLLM's prompt updates look only for those. ``write_model`` writes the
 directory; ``vllm_outcomes`` runs the worker once for all families, a single process whose
-vLLM import (the slow part, 20 to 60 s on a busy 2-core machine) is paid once.
+vLLM import is paid once, with a fresh vLLM cache each run (its time:
+docs/supported-models.md).
 
 Values, and where they are from:
 
@@ -36,6 +38,7 @@ from typing import Any
 
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from sidecar.profiles.builtins import BUILTIN_MODELS
 from tests.real_vllm.renderer import VLLM_RENDER
 
 WORKER = Path(__file__).with_name("processor_worker.py")
@@ -56,6 +59,10 @@ class AliasFamily:
     prompt: str  # one image as the chat template writes it
     named_tokens: Mapping[str, str] = field(default_factory=dict)  # tokenizer.image_token, ...
     extra_files: Mapping[str, str] = field(default_factory=dict)
+    # False where vLLM's size-only count is not what its processor produces (InternVL-hf:
+    # ``get_num_image_tokens`` omits the ``crop_to_patches`` the processor forces); such a
+    # family is proven on real images through the full processor only.
+    size_only_count_is_served: bool = True
 
 
 def _text(model_type: str, **extra: Any) -> dict[str, Any]:
@@ -263,6 +270,116 @@ def _omni(name: str, architecture: str, model_type: str, patch_px: int) -> Alias
     )
 
 
+def _from_builtin(
+    name: str,
+    builtin: str,
+    architecture: str,
+    token_keys: Mapping[str, str],
+    tokens: Sequence[str],
+    prompt: str,
+    processor_class: str,
+    *,
+    processor_config: Mapping[str, Any] | None = None,
+    named_tokens: Mapping[str, str] | None = None,
+    size_only_count_is_served: bool = True,
+) -> AliasFamily:
+    """A family the sidecar has a built-in profile for: its transcribed config.json and
+    preprocessor values (``sidecar.profiles.builtins``), with the architecture and the
+    multimodal token ids a real checkpoint's config.json carries."""
+    entry = BUILTIN_MODELS[builtin]
+    config = {
+        **entry.config,
+        "architectures": [architecture],
+        **{key: f"{{{token}}}" for key, token in token_keys.items()},
+    }
+    extra = {"processor_config.json": json.dumps(processor_config)} if processor_config else {}
+    return AliasFamily(
+        name,
+        architecture,
+        config,
+        {**entry.preprocessor, "processor_class": processor_class},
+        tokens,
+        prompt,
+        named_tokens=named_tokens or {},
+        extra_files=extra,
+        size_only_count_is_served=size_only_count_is_served,
+    )
+
+
+QWEN_PROMPT = "<|vision_start|><|image_pad|><|vision_end|>"
+# The families with built-in profiles, through vLLM's processor as well as transformers'.
+BUILTIN_FAMILIES: tuple[AliasFamily, ...] = (
+    _from_builtin(
+        "qwen2-vl",
+        "Qwen/Qwen2-VL-7B-Instruct",
+        "Qwen2VLForConditionalGeneration",
+        QWEN_IDS,
+        QWEN_TOKENS,
+        QWEN_PROMPT,
+        "Qwen2VLProcessor",
+    ),
+    _from_builtin(
+        "qwen2.5-vl",
+        "Qwen/Qwen2.5-VL-7B-Instruct",
+        "Qwen2_5_VLForConditionalGeneration",
+        QWEN_IDS,
+        QWEN_TOKENS,
+        QWEN_PROMPT,
+        "Qwen2_5_VLProcessor",
+    ),
+    _from_builtin(
+        "qwen3-vl",
+        "Qwen/Qwen3-VL-8B-Instruct",
+        "Qwen3VLForConditionalGeneration",
+        QWEN_IDS,
+        QWEN_TOKENS,
+        QWEN_PROMPT,
+        "Qwen3VLProcessor",
+    ),
+    _from_builtin(
+        "glm-4.1v",
+        "zai-org/GLM-4.1V-9B-Thinking",
+        "Glm4vForConditionalGeneration",
+        GLM_IDS,
+        GLM_TOKENS,
+        "<|begin_of_image|><|image|><|end_of_image|>",
+        "Glm4vProcessor",
+    ),
+    _from_builtin(
+        "internvl3-hf",
+        "OpenGVLab/InternVL3-8B-hf",
+        "InternVLForConditionalGeneration",
+        {"image_token_id": "<IMG_CONTEXT>"},
+        ("<|endoftext|>", "<img>", "</img>", "<IMG_CONTEXT>", "<video>"),
+        "<IMG_CONTEXT>",
+        "InternVLProcessor",
+        processor_config={"processor_class": "InternVLProcessor", "image_seq_length": 256},
+        named_tokens={
+            "start_image_token": "<img>",
+            "end_image_token": "</img>",
+            "context_image_token": "<IMG_CONTEXT>",
+            "video_token": "<video>",
+        },
+        size_only_count_is_served=False,
+    ),
+    _from_builtin(
+        "llava-1.5",
+        "llava-hf/llava-1.5-7b-hf",
+        "LlavaForConditionalGeneration",
+        {"image_token_index": "<image>"},
+        ("</s>", "<image>"),
+        "<image>",
+        "LlavaProcessor",
+        processor_config={
+            "processor_class": "LlavaProcessor",
+            "patch_size": 14,
+            "vision_feature_select_strategy": "default",
+            "num_additional_image_tokens": 1,
+            "image_token": "<image>",
+        },
+    ),
+)
+
 FAMILIES: tuple[AliasFamily, ...] = (
     _qwen3_5("qwen3.5", "Qwen3_5ForConditionalGeneration", "qwen3_5"),
     _qwen3_5("qwen3.5-moe", "Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe"),
@@ -329,6 +446,7 @@ FAMILIES: tuple[AliasFamily, ...] = (
         ("<|endoftext|>", "<|image_pad|>", "<|vision_pad|>", "<|vision_end|>"),
         "<|image_pad|>",
     ),
+    *BUILTIN_FAMILIES,
 )
 
 
@@ -377,17 +495,17 @@ def write_model(family: AliasFamily, directory: Path) -> Path:
 
 
 def vllm_outcomes(
-    directories: Mapping[str, Path], sizes: Sequence[Size], applied: Sequence[Size]
+    directories: Mapping[str, Path], sizes: Sequence[Size], applied: Mapping[str, Sequence[Size]]
 ) -> dict[str, Any]:
     """vLLM 0.33's outcome for every size on every family, and its full processor's on
-    ``applied``: ``{name: {"info", "counts": [...], "applied": [...]}}`` or ``{"error"}``."""
+    ``applied[name]``: ``{name: {"info", "counts": [...], "applied": [...]}}`` or ``{"error"}``."""
     families = {family.name: family for family in FAMILIES}
     jobs = [
         {
             "name": name,
             "directory": str(directory),
             "sizes": [list(size) for size in sizes],
-            "applied": [list(size) for size in applied],
+            "applied": [list(size) for size in applied[name]],
             "prompt": families[name].prompt,
         }
         for name, directory in directories.items()
@@ -399,7 +517,13 @@ def vllm_outcomes(
             [str(VLLM_RENDER / "bin" / "python"), str(WORKER), str(job_path), str(out_path)],
             check=True,
             timeout=WORKER_TIMEOUT_SECONDS,
-            env={"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+            env={
+                "VLLM_TARGET_DEVICE": "cpu",
+                "HF_HUB_OFFLINE": "1",  # the directories are complete: nothing is fetched
+                "VLLM_CACHE_ROOT": scratch,  # hermetic: no model-info cache carried over
+                "HOME": scratch,
+                "PATH": "/usr/bin:/bin",
+            },
             cwd=scratch,
         )
         results: dict[str, Any] = json.loads(out_path.read_text())

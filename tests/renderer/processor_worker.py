@@ -124,6 +124,15 @@ def _applied(processor: Any, prompt: str, width: int, height: int, errors: list[
     return int(placeholder.length)
 
 
+def _inspect_models_in_process() -> None:
+    """vLLM inspects a model class in a fresh subprocess (to keep CUDA out of the parent);
+    there is no GPU here, and a fresh process re-imports torch and vLLM per architecture
+    (minutes on a cold cache), so the inspection runs in this process instead."""
+    from vllm.model_executor.models import registry
+
+    registry._run_in_subprocess = lambda function: function()  # type: ignore[attr-defined]
+
+
 def run_model(job: dict[str, Any]) -> dict[str, Any]:
     import warnings
 
@@ -135,7 +144,7 @@ def run_model(job: dict[str, Any]) -> dict[str, Any]:
     model_config = ModelConfig(
         model=job["directory"],
         tokenizer=job["directory"],
-        max_model_len=32768,
+        max_model_len=4096,  # within every family's positions; nothing is allocated
         limit_mm_per_prompt={"image": 1},
         trust_remote_code=True,  # only the directory's own stand-in config module
     )
@@ -153,6 +162,7 @@ def run_model(job: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     with open(argv[1], encoding="utf-8") as file:
         jobs = json.load(file)
+    _inspect_models_in_process()
     results: dict[str, Any] = {}
     for job in jobs:
         try:

@@ -104,6 +104,15 @@ def test_architectures_decide_before_model_type(tmp_path: Path) -> None:
     )
 
 
+def test_a_config_naming_only_unknown_architectures_is_not_read_by_its_model_type(
+    tmp_path: Path,
+) -> None:
+    # The original LLaVA repositories say model_type llava; vLLM serves no LlavaLlamaForCausalLM.
+    config = _qwen3_5_config("LlavaLlamaForCausalLM", "llava")
+    with pytest.raises(ConfigurationError, match=r"LlavaLlamaForCausalLM.*not an image arch"):
+        load_profile(_model_dir(tmp_path, config, QWEN3_PREPROCESSOR))
+
+
 @pytest.mark.parametrize(
     ("architecture", "version"),
     [
@@ -138,8 +147,11 @@ def test_an_architecture_without_a_rule_names_itself_and_the_engine_pricing(
 
 def test_an_architecture_that_takes_no_images_is_not_mistaken_for_one(tmp_path: Path) -> None:
     config = {"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper"}
-    with pytest.raises(ConfigurationError, match="not an image architecture"):
+    with pytest.raises(ConfigurationError, match=r"Whisper.*takes no images"):
         load_profile(_model_dir(tmp_path, config))
+    bert = {"architectures": ["BertModel"], "model_type": "bert"}
+    with pytest.raises(ConfigurationError, match=r"BertModel.*not an image architecture"):
+        load_profile(_model_dir(tmp_path, bert))
 
 
 def test_qwen_omni_reads_its_vision_and_text_config_under_thinker_config(tmp_path: Path) -> None:
@@ -259,3 +271,30 @@ def test_qwen3_5_builtins_price_as_their_model_directories_do(name: str, tmp_pat
     assert layer_types[3::4] == ["full_attention"] * (layers // 4)  # every 4th is full
     assert builtin.vision.image_tokens(1024, 768).tokens == 32 * 24  # Qwen3-VL's 32 px cells
     assert builtin.max_position_embeddings == 262_144
+
+
+def test_the_dots_ocr_builtin_is_qwen2_vls_rule_over_a_flat_config(tmp_path: Path) -> None:
+    from sidecar.profiles.builtins import BUILTIN_MODELS
+
+    entry = BUILTIN_MODELS["rednote-hilab/dots.ocr"]
+    builtin = load_profile("rednote-hilab/dots.ocr")
+    from_directory = load_profile(_model_dir(tmp_path, entry.config, entry.preprocessor))
+    assert (from_directory.vision, from_directory.kv) == (builtin.vision, builtin.kv)
+    assert builtin.architecture.name == "DotsOCRForCausalLM"
+    assert builtin.vision.image_tokens(1024, 768).tokens == 37 * 27  # vLLM 0.33 counts 999
+    assert builtin.vision.max_image_tokens().tokens == 14_400  # 11,289,600 px / 784
+    assert builtin.kv.bytes_per_token == 28 * 2 * 2 * 128 * 2  # flat config, 2 KV heads
+    assert builtin.architecture.prompt_family is None  # its <|imgpad|> is not Qwen's counter
+
+
+def test_the_glm_4_5v_builtin_is_glm_4_1vs_rule_over_its_moe_tower(tmp_path: Path) -> None:
+    from sidecar.profiles.builtins import BUILTIN_MODELS
+
+    entry = BUILTIN_MODELS["zai-org/GLM-4.5V"]
+    builtin = load_profile("zai-org/GLM-4.5V")
+    from_directory = load_profile(_model_dir(tmp_path, entry.config, entry.preprocessor))
+    assert (from_directory.vision, from_directory.kv) == (builtin.vision, builtin.kv)
+    assert builtin.architecture.name == "Glm4vMoeForConditionalGeneration"
+    assert builtin.vision == load_profile("zai-org/GLM-4.1V-9B-Thinking").vision
+    assert builtin.vision.image_tokens(1024, 768).tokens == 999  # vLLM 0.33's count
+    assert builtin.kv.bytes_per_token == 46 * 2 * 8 * 128 * 2

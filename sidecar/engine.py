@@ -15,13 +15,19 @@ serving shell applies what it read.
 Policy (documented in docs/closing-the-loop.md):
 
 - ``SIDECAR_KV_BUDGET_BYTES=auto[:FRACTION]``: the in-flight budget becomes
-  ``num_gpu_blocks x block_size x KV bytes per token x FRACTION``, re-read every poll, so
-  a restarted engine with a new pool size is followed. Until the first read it is off.
+  ``num_gpu_blocks x bytes per block x FRACTION`` (``KvGeometry.bytes_per_block`` in vLLM's
+  reported ``block_size``: a page in each layer of the largest KV-cache group, which is
+  not ``block_size x`` per-token bytes for Gemma 3's sliding and full groups nor for a
+  hybrid's recurrent-state pages), re-read every poll, so a restarted engine with a new
+  pool size is followed. Until the first read it is off.
 - ``SIDECAR_MAX_REQUEST_PROMPT_TOKENS`` unset: the prompt budget is vLLM's
   ``max_model_len`` once read (the model's position limit before that).
 - ``SIDECAR_BLOCK_SIZE_TOKENS`` unset: KV is priced in vLLM's own ``block_size`` once read
   (16, vLLM's class default, before that). The attention backend may choose another size:
   vLLM on CPU uses 128, and a block-size mismatch misprices every request's rounding.
+  A hybrid model's reported size is final (its alignment to the recurrent state applied),
+  its ``mamba_cache_mode`` says whether prefix caching holds checkpoint blocks, and a size
+  that is no multiple of 64 says the GDN layers export no prefill checkpoints.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sidecar.admission.budgets import Budgets
 from sidecar.errors import ConfigurationError
 from sidecar.profiles import ModelProfile, kv_cache_dtype_bytes
-from sidecar.profiles.kv_geometry import KvGeometry
+from sidecar.profiles.kv_geometry import GDN_PREFILL_CHECKPOINT_TOKENS, KvGeometry
 
 FIRST_RETRY_SECONDS = 0.5
 READ_TIMEOUT_SECONDS = 5.0
@@ -55,6 +61,7 @@ class EngineFacts:
     kv_cache_usage_perc: float | None = None
     num_requests_waiting: float | None = None
     data_parallel_engines: int | None = None  # engines with a vllm:cache_config_info series
+    mamba_cache_mode: str | None = None  # "align" with prefix caching on, else "none"
     model_name: str | None = None  # the served model name on vLLM's load gauges
 
     @property
@@ -84,6 +91,7 @@ def parse_engine_metrics(text: str) -> EngineFacts:
     blocks: list[int] = []
     block_sizes: list[int] = []
     dtypes: list[str] = []
+    mamba_modes: list[str] = []
     usage: list[float] = []
     engines: set[str] = set()
     model_names: list[str] = []
@@ -103,6 +111,8 @@ def parse_engine_metrics(text: str) -> EngineFacts:
                     block_sizes.append(int(labels["block_size"]))
                 if labels.get("cache_dtype"):
                     dtypes.append(labels["cache_dtype"])
+                if labels.get("mamba_cache_mode"):
+                    mamba_modes.append(labels["mamba_cache_mode"])
                 engines.add(labels.get("engine", ""))
             elif sample.name == "vllm:kv_cache_usage_perc":
                 usage.append(sample.value)
@@ -120,6 +130,7 @@ def parse_engine_metrics(text: str) -> EngineFacts:
         kv_cache_usage_perc=max(usage) if usage else None,
         num_requests_waiting=waiting if saw_waiting else None,
         data_parallel_engines=len(engines) if engines else None,
+        mamba_cache_mode=mamba_modes[0] if mamba_modes else None,
         model_name=model_names[0] if model_names else None,
     )
 
@@ -188,19 +199,18 @@ def budgets_after(
     facts: EngineFacts,
     *,
     auto_kv_fraction: float | None,
-    kv_bytes_per_token: int,
+    kv_bytes_per_block: int,
     prompt_budget_from_engine: bool,
 ) -> Budgets:
-    """The budgets once ``facts`` are applied: the ``auto`` KV budget from vLLM's pool (every
-    data-parallel engine's, with the engine count vLLM reports), and the prompt budget from
-    its ``max_model_len`` when the operator set none."""
+    """The budgets once ``facts`` are applied: the ``auto`` KV budget from vLLM's pool of
+    ``num_gpu_blocks`` blocks of ``kv_bytes_per_block`` (every data-parallel engine's, with
+    the engine count vLLM reports), and the prompt budget from its ``max_model_len`` when
+    the operator set none."""
     if facts.data_parallel_engines is not None:
         budgets = replace(budgets, kv_budget_engines=facts.data_parallel_engines)
-    capacity = facts.kv_capacity_tokens
-    if auto_kv_fraction is not None and capacity is not None:
-        budgets = replace(
-            budgets, kv_budget_bytes=int(capacity * kv_bytes_per_token * auto_kv_fraction)
-        )
+    if auto_kv_fraction is not None and facts.num_gpu_blocks is not None:
+        pool_bytes = facts.num_gpu_blocks * kv_bytes_per_block
+        budgets = replace(budgets, kv_budget_bytes=int(pool_bytes * auto_kv_fraction))
     if prompt_budget_from_engine and facts.max_model_len is not None:
         budgets = replace(budgets, max_request_prompt_tokens=facts.max_model_len)
     return budgets
@@ -210,12 +220,21 @@ def kv_geometry_after(
     kv: KvGeometry, facts: EngineFacts, *, block_size_from_engine: bool
 ) -> KvGeometry:
     """The KV geometry once ``facts`` are applied: vLLM's ``block_size`` when the operator set
-    none (``block_size_from_engine``) and vLLM reported one; else ``kv`` unchanged."""
-    if not block_size_from_engine or facts.block_size is None or facts.block_size < 1:
-        return kv
-    if facts.block_size == kv.block_size_tokens:
-        return kv
-    return replace(kv, block_size_tokens=facts.block_size)
+    none (``block_size_from_engine``) and vLLM reported one; for a hybrid model also vLLM's
+    ``mamba_cache_mode`` (prefix caching) and what the block size says about GDN prefill
+    checkpoints (their 64-token grid divides every block size vLLM chooses with them); else
+    ``kv`` unchanged."""
+    updated = kv
+    if kv.has_recurrent_state and facts.mamba_cache_mode in ("align", "none"):
+        updated = replace(updated, prefix_caching=facts.mamba_cache_mode == "align")
+    if block_size_from_engine and facts.block_size is not None and facts.block_size >= 1:
+        if kv.has_recurrent_state:
+            updated = replace(updated, block_size_is_final=True)
+            if facts.block_size % GDN_PREFILL_CHECKPOINT_TOKENS:
+                updated = replace(updated, prefill_checkpoint_tokens=None)
+        if facts.block_size != kv.block_size_tokens:
+            updated = replace(updated, block_size_tokens=facts.block_size)
+    return kv if updated == kv else updated
 
 
 def cache_dtype_differs(facts: EngineFacts, profile: ModelProfile) -> bool:

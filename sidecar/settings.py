@@ -27,6 +27,10 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sidecar.admission.discipline import parse_objective_priorities
 
+# vLLM 0.33's MambaDType and --gdn-prefill-backend choices ("auto": vLLM's unset default).
+MambaDType = Literal["auto", "float32", "float16", "bfloat16"]
+GdnPrefillBackend = Literal["auto", "flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"]
+
 ENV_PREFIX = "SIDECAR_"
 Port = Annotated[int, Field(ge=0, le=65535)]
 AutoKvBudget = Annotated[str, StringConstraints(pattern=r"^auto(:(0?\.\d+|1(\.0*)?))?$")]
@@ -118,6 +122,36 @@ class Settings(BaseSettings):
     min_pixels: PositiveInt | None = Field(None, description="vLLM --mm-processor-kwargs.")
     max_pixels: PositiveInt | None = Field(None, description="vLLM --mm-processor-kwargs.")
     kv_cache_dtype: str = Field("auto", description="vLLM --kv-cache-dtype.")
+    mamba_cache_dtype: MambaDType = Field(
+        "auto",
+        description=(
+            "vLLM --mamba-cache-dtype: the recurrent (Gated DeltaNet, Mamba2) layers' conv and "
+            "SSM state; auto: the model dtype."
+        ),
+    )
+    mamba_ssm_cache_dtype: MambaDType = Field(
+        "auto",
+        description=(
+            "vLLM --mamba-ssm-cache-dtype: the SSM state alone; auto: the checkpoint's own "
+            "(Qwen3.5's mamba_ssm_dtype, Nemotron-H's float32), else the conv state's."
+        ),
+    )
+    prefix_caching: bool = Field(
+        True,
+        description=(
+            "vLLM --enable-prefix-caching (on by default): a hybrid model then keeps a "
+            "block-aligned state checkpoint per recurrent group (mamba_cache_mode align). "
+            "Read from vllm:cache_config_info once vLLM reports it."
+        ),
+    )
+    gdn_prefill_backend: GdnPrefillBackend = Field(
+        "auto",
+        description=(
+            "vLLM --gdn-prefill-backend: flashinfer (vLLM's auto choice on Hopper) exports "
+            "prefill checkpoints, one more block per Gated DeltaNet group on a 64-token grid; "
+            "auto assumes it until vLLM's block size says otherwise."
+        ),
+    )
     tensor_parallel_size: PositiveInt = Field(1, description="vLLM --tensor-parallel-size.")
     pipeline_parallel_size: PositiveInt = Field(
         1,

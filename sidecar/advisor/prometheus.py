@@ -9,7 +9,8 @@ It is an estimate at bucket level, and every report built on it says so:
   the recorded total;
 - text tokens: the mean of prompt minus visual tokens per request
   (``vlm_sidecar_request_prompt_tokens`` and ``_visual_tokens``); output tokens: the mean of
-  the KV tokens (``vlm_sidecar_request_kv_bytes`` over KV bytes per token) minus the prompt;
+  the KV tokens (``vlm_sidecar_request_kv_bytes``, less a hybrid model's per-request state
+  ``vlm_sidecar_kv_state_bytes_per_request``, over KV bytes per token) minus the prompt;
 - arrivals: evenly spaced at the window's mean rate; service time: the mean
   ``vlm_sidecar_request_duration_seconds``. At most ``MAX_REQUESTS`` requests, at that rate.
 
@@ -184,4 +185,6 @@ def synthetic_traffic(url: str, *, window: str) -> tuple[TrafficLogContents, lis
 def _kv_tokens_per_request(query: Query, window: str, model: str, kv_bytes: float) -> float:
     per_token = query(f'max(vlm_sidecar_model_kv_bytes_per_token{{model="{model}"}})')
     bytes_per_token = float(per_token[0]["value"][1]) if per_token else 0.0
-    return kv_bytes / bytes_per_token if bytes_per_token else 0.0
+    state = query(f'max(vlm_sidecar_kv_state_bytes_per_request{{model="{model}"}})')
+    state_bytes = float(state[0]["value"][1]) if state else 0.0
+    return max(0.0, kv_bytes - state_bytes) / bytes_per_token if bytes_per_token else 0.0

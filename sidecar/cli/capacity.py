@@ -4,11 +4,15 @@ It follows the design brief's worksheet:
 
 1. tokens per request = images x (tokens per image + wrapper tokens) + text + output
 2. KV tokens in flight = tokens per request x concurrency
-3. KV bytes = whole blocks per request x block size x KV bytes per token x concurrency
+3. KV bytes = whole blocks per request x bytes per block x concurrency
 
 and the fit: KV pool per GPU = GPU memory x gpu_memory_utilization - weights per GPU -
-fixed overhead per GPU. Every figure is per GPU when the model is split by tensor
-parallelism, since that is where memory runs out.
+fixed overhead per GPU, in the whole blocks vLLM carves it into (``num_gpu_blocks``). A
+block is a page in each layer of a KV-cache group (``KvGeometry.bytes_per_block``): for a
+hybrid model (Qwen3.5, Nemotron-H) a request holds attention blocks for its tokens plus a
+fixed few blocks per recurrent-state group, so its KV is not tokens x a per-token figure.
+Every figure is per GPU when the model is split by tensor parallelism, since that is where
+memory runs out.
 
 Pipeline parallelism gives each stage a share of the decoder layers (``KvGeometry``): the
 figures are the busiest stage's, whose GPUs hold the most layers' weights and pay the most
@@ -26,6 +30,7 @@ from dataclasses import dataclass, replace
 
 from sidecar.errors import ConfigurationError
 from sidecar.profiles import ModelProfile
+from sidecar.profiles.kv_geometry import KvGeometry
 
 GIB = 2**30
 # The Qwen model card's recommended upper bound, 1280 * 28 * 28: the brief's "capped" case.
@@ -85,7 +90,7 @@ class Plan:
     """The whole worksheet."""
 
     model: str
-    kv_bytes_per_token: int
+    kv_bytes_per_token: int  # what each token adds; a hybrid's recurrent state is per request
     weights_bytes_per_gpu: int
     kv_pool_bytes_per_gpu: int
     encoder_cache_bytes: int
@@ -94,6 +99,8 @@ class Plan:
     data_parallel_size: int = 1
     # What SIDECAR_KV_BUDGET_BYTES=auto comes to: every engine's pool, in per-GPU bytes.
     auto_kv_budget_bytes: int = 0
+    kv_block_tokens: int = 16  # vLLM's block size, raised for a hybrid model's state
+    kv_bytes_per_block: int = 0  # per GPU
 
 
 def default_max_num_batched_tokens(gpu_memory_gib: float) -> int:
@@ -124,10 +131,24 @@ def weights_bytes_per_gpu(profile: ModelProfile, hardware: Hardware) -> int:
 
 
 def kv_pool_bytes_per_gpu(profile: ModelProfile, hardware: Hardware) -> int:
-    """What vLLM leaves for the KV cache on each GPU; negative when the weights do not fit."""
+    """What vLLM leaves for the KV cache on each GPU, in the whole blocks it allocates
+    (``available // bytes_per_block`` of them); negative when the weights do not fit."""
     budget = hardware.gpu_memory_gib * hardware.gpu_memory_utilization * GIB
     weights = weights_bytes_per_gpu(profile, hardware)
-    return int(budget - weights - hardware.overhead_gib_per_gpu * GIB)
+    available = int(budget - weights - hardware.overhead_gib_per_gpu * GIB)
+    block = served_kv(profile, hardware).bytes_per_block
+    if available <= 0 or block <= 0:
+        return available
+    return available // block * block
+
+
+def served_kv(profile: ModelProfile, hardware: Hardware) -> KvGeometry:
+    """The profile's KV geometry on ``hardware``'s tensor and pipeline parallel split."""
+    return replace(
+        profile.kv,
+        tensor_parallel_size=hardware.gpu_count,
+        pipeline_parallel_size=hardware.pipeline_parallel_size,
+    )
 
 
 def encoder_cache_bytes(profile: ModelProfile, hardware: Hardware) -> int:
@@ -203,11 +224,7 @@ def make_plan(
     capped_max_pixels: int = DEFAULT_CAPPED_MAX_PIXELS,
 ) -> Plan:
     """The worksheet for each labelled workload, uncapped and capped side by side."""
-    kv = replace(
-        profile.kv,
-        tensor_parallel_size=hardware.gpu_count,
-        pipeline_parallel_size=hardware.pipeline_parallel_size,
-    )
+    kv = served_kv(profile, hardware)
     served = replace(profile, kv=kv)
     capped = replace(served, vision=served.vision.with_pixel_range(None, capped_max_pixels))
     pool = kv_pool_bytes_per_gpu(profile, hardware)
@@ -231,4 +248,6 @@ def make_plan(
         stage_layers=kv.stage_layers,
         data_parallel_size=dp,
         auto_kv_budget_bytes=max(0, pool) * dp,
+        kv_block_tokens=kv.block_tokens,
+        kv_bytes_per_block=kv.bytes_per_block,
     )

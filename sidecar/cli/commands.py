@@ -46,6 +46,20 @@ def _add_profile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-pixels", type=int, help="as vLLM's --mm-processor-kwargs")
     parser.add_argument("--kv-cache-dtype", default="auto", help="as vLLM's --kv-cache-dtype")
     parser.add_argument("--block-size", type=int, default=16, help="vLLM KV block, tokens")
+    states = ["auto", "float32", "float16", "bfloat16"]
+    parser.add_argument("--mamba-cache-dtype", default="auto", choices=states, help="as vLLM's")
+    parser.add_argument("--mamba-ssm-cache-dtype", default="auto", choices=states, help="as vLLM's")
+    parser.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="as vLLM's: hybrid models keep a state checkpoint per recurrent group",
+    )
+    parser.add_argument(
+        "--gdn-prefill-backend",
+        default="auto",
+        help="as vLLM's: flashinfer (auto on Hopper) adds a checkpoint block per GDN group",
+    )
     parser.add_argument(
         "--pipeline-parallel-size",
         type=int,
@@ -78,6 +92,10 @@ def _profile(args: argparse.Namespace, *, tensor_parallel_size: int = 1) -> Mode
             block_size_tokens=args.block_size,
             pipeline_parallel_size=args.pipeline_parallel_size,
             pipeline_layer_partition=args.pipeline_layer_partition,
+            mamba_cache_dtype=args.mamba_cache_dtype,
+            mamba_ssm_cache_dtype=args.mamba_ssm_cache_dtype,
+            prefix_caching=args.enable_prefix_caching,
+            gdn_prefill_backend=args.gdn_prefill_backend,
         ),
     )
 

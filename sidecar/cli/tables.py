@@ -68,7 +68,8 @@ def print_plan(plan: Plan, hardware: Hardware, out: TextIO) -> None:
         f"weights per GPU: {format_bytes(plan.weights_bytes_per_gpu)}; "
         f"KV pool per GPU: {format_bytes(plan.kv_pool_bytes_per_gpu)}; "
         f"KV per token per GPU: {format_bytes(plan.kv_bytes_per_token)}; "
-        f"encoder cache: {format_bytes(plan.encoder_cache_bytes)}\n\n"
+        f"KV block: {plan.kv_block_tokens:,} tokens, {format_bytes(plan.kv_bytes_per_block)} "
+        f"per GPU; encoder cache: {format_bytes(plan.encoder_cache_bytes)}\n\n"
     )
     lines: list[tuple[str, list[str]]] = [
         ("max_pixels", [f"{r.max_pixels:,}" if r.max_pixels else "-" for r in plan.rows]),

@@ -311,7 +311,12 @@ class Metrics:
         self.kv_block_size_tokens = gauge(
             "kv_block_size_tokens",
             "Tokens per KV block in pricing: SIDECAR_BLOCK_SIZE_TOKENS, else vLLM's block_size "
-            "once read (16 before).",
+            "once read (16 before); raised for a hybrid model until a page holds its state.",
+        )
+        self.kv_state_bytes_per_request = gauge(
+            "kv_state_bytes_per_request",
+            "KV bytes every request holds whatever its length, per GPU: a hybrid model's "
+            "recurrent-state blocks; 0 for an attention-only model.",
         )
 
         # The main routes' series exist at zero; the others' are made on their first request.
@@ -351,7 +356,7 @@ class Metrics:
             self.profile_kv_bytes_per_token, self.profile_max_image_tokens,
             self.engine_max_model_len, self.engine_kv_capacity_tokens,
             self.engine_kv_cache_usage, self.engine_requests_waiting, self.engine_saturated,
-            self.kv_block_size_tokens,
+            self.kv_block_size_tokens, self.kv_state_bytes_per_request,
             *self.budgets.values(),
         ):  # fmt: skip
             metric.labels(model)
@@ -516,9 +521,11 @@ class Metrics:
         self.engine_saturated.labels(model).set_function(lambda: float(saturated()))
 
     def watch_kv_geometry(self, kv: Callable[[], KvGeometry]) -> None:
-        """Export the KV block size pricing uses now, at each scrape."""
-        self.kv_block_size_tokens.labels(self.model).set_function(
-            lambda: float(kv().block_size_tokens)
+        """Export the KV block size and the per-request state pricing uses now, at each
+        scrape."""
+        self.kv_block_size_tokens.labels(self.model).set_function(lambda: float(kv().block_tokens))
+        self.kv_state_bytes_per_request.labels(self.model).set_function(
+            lambda: float(kv().request_kv_bytes(0))
         )
 
 

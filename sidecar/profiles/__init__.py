@@ -19,7 +19,12 @@ from typing import Any
 
 from sidecar.errors import ConfigurationError
 from sidecar.profiles.builtins import BUILTIN_MODELS
-from sidecar.profiles.kv_geometry import KvGeometry
+from sidecar.profiles.kv_geometry import (
+    GDN_PREFILL_CHECKPOINT_TOKENS,
+    STATE_DTYPE_BYTES,
+    KvGeometry,
+    RecurrentKind,
+)
 from sidecar.profiles.model_config import read_text_model, text_config, validated_context_tokens
 from sidecar.settings import Settings
 from sidecar.video import VideoRule
@@ -105,6 +110,10 @@ class ProfileOverrides:
     block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
     pipeline_parallel_size: int = 1
     pipeline_layer_partition: tuple[int, ...] = ()  # VLLM_PP_LAYER_PARTITION; (): default
+    mamba_cache_dtype: str = "auto"
+    mamba_ssm_cache_dtype: str = "auto"
+    prefix_caching: bool = True
+    gdn_prefill_backend: str = "auto"
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProfileOverrides:
@@ -118,6 +127,10 @@ class ProfileOverrides:
             block_size_tokens=settings.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS,
             pipeline_parallel_size=settings.pipeline_parallel_size,
             pipeline_layer_partition=settings.pipeline_layer_partition,
+            mamba_cache_dtype=settings.mamba_cache_dtype,
+            mamba_ssm_cache_dtype=settings.mamba_ssm_cache_dtype,
+            prefix_caching=settings.prefix_caching,
+            gdn_prefill_backend=settings.gdn_prefill_backend,
         )
 
 
@@ -149,6 +162,7 @@ class ModelProfile:
             block_size_tokens=overrides.block_size_tokens,
             pipeline_parallel_size=overrides.pipeline_parallel_size,
             pipeline_layer_partition=overrides.pipeline_layer_partition,
+            **_recurrent_state_flags(self.kv, overrides, self.model_dtype_bytes),
         )
         try:
             kv.stage_layers  # noqa: B018 - validates the pipeline split once, at start-up
@@ -162,6 +176,32 @@ class ModelProfile:
             else self.video.with_pixel_range(overrides.min_pixels, overrides.max_pixels),
             kv=kv,
         )
+
+
+def _recurrent_state_flags(
+    kv: KvGeometry, overrides: ProfileOverrides, model_dtype_bytes: int
+) -> dict[str, Any]:
+    """The ``KvGeometry`` fields vLLM's recurrent-state flags set (module ``kv_geometry``)."""
+    try:
+        conv = overrides.mamba_cache_dtype
+        ssm = overrides.mamba_ssm_cache_dtype
+        conv_bytes = model_dtype_bytes if conv == "auto" else STATE_DTYPE_BYTES[conv]
+        ssm_bytes = None if ssm == "auto" else STATE_DTYPE_BYTES[ssm]
+    except KeyError as exc:
+        raise ConfigurationError(f"unsupported Mamba cache dtype {exc}") from None
+    gated_delta_net = any(
+        g.state is not None and g.state.kind is RecurrentKind.GATED_DELTA_NET
+        for g in kv.layer_groups
+    )
+    # FlashInfer's GDN prefill (vLLM's auto choice on Hopper) exports prefill checkpoints;
+    # auto assumes it, the costlier layout, until vLLM's block size rules it out.
+    checkpoints = gated_delta_net and overrides.gdn_prefill_backend in ("auto", "flashinfer")
+    return {
+        "conv_state_dtype_bytes": conv_bytes,
+        "ssm_state_dtype_bytes": ssm_bytes,
+        "prefix_caching": overrides.prefix_caching,
+        "prefill_checkpoint_tokens": GDN_PREFILL_CHECKPOINT_TOKENS if checkpoints else None,
+    }
 
 
 def kv_cache_dtype_bytes(kv_cache_dtype: str, model_dtype_bytes: int) -> int:
@@ -252,6 +292,7 @@ def profile_from_configs(
             layer_groups=text_model.layer_groups,
             dtype_bytes=text_model.dtype_bytes,
             layer_order=text_model.layer_order,
+            conv_state_dtype_bytes=text_model.dtype_bytes,
         ),
         max_position_embeddings=text_model.max_position_embeddings,
         validated_context_tokens=validated_context_tokens(model_type, text),

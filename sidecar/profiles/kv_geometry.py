@@ -54,11 +54,28 @@ Block ids are shared by every group and every stage, so one block costs, on stag
 pages of the largest group's layers on ``s``; every stage gets the smallest stage's block count.
 The per-GPU figures here are the busiest stage's: the one whose block costs the most.
 Without pipeline parallelism that is the group size, and nothing changes.
+
+**Recurrent-state layers** (Qwen3.5's Gated DeltaNet, Nemotron-H's Mamba2): a fixed state
+per sequence, a conv state and a temporal (SSM) state whose shapes are
+``MambaStateShapeCalculator``'s (``RecurrentState.shapes``), not per-token KV. vLLM's
+hybrid KV-cache manager keeps them in the same pool of equal-size pages
+(``platforms.interface._align_hybrid_block_size``): the attention block size is raised to
+the smallest multiple of the kernel alignment (16 tokens; made a multiple of the GDN
+prefill checkpoint grid, 64, where those checkpoints are exported) whose attention page
+holds the state, and the state's page is padded to the attention page. Every KV-cache
+group then costs one page per layer per block, so one block costs
+``layers_per_block x page`` bytes (``bytes_per_block``, vLLM's
+``_get_kv_cache_bytes_per_block``). A request holds, in each recurrent group, one block
+with prefix caching off (``mamba_cache_mode`` ``none``), and two (the running state and
+the last block-aligned checkpoint), plus one where prefill checkpoints are exported,
+with it on (``align``; ``MambaSpec.max_memory_usage_bytes``): vLLM's own cap, which its
+admission gate uses too.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -71,6 +88,7 @@ class AttentionKind(StrEnum):
     SLIDING_WINDOW = "sliding_attention"
     CHUNKED = "chunked_attention"
     CROSS = "cross_attention"
+    RECURRENT = "recurrent_state"  # linear attention / Mamba: a fixed state per sequence
 
     @classmethod
     def from_layer_type(cls, layer_type: str) -> AttentionKind:
@@ -81,15 +99,76 @@ class AttentionKind(StrEnum):
             return cls.FULL
 
 
+class RecurrentKind(StrEnum):
+    """Which recurrent mixer a layer runs; each has its own state shapes in vLLM."""
+
+    GATED_DELTA_NET = "gated_delta_net"  # Qwen3.5 / Qwen3-Next linear attention
+    MAMBA2 = "mamba2"  # Nemotron-H, Granite 4, Falcon-H1, ...
+
+
+@dataclass(frozen=True, slots=True)
+class RecurrentState:
+    """One recurrent layer's per-sequence state, as vLLM 0.33's ``MambaStateShapeCalculator``
+    shapes it (``gated_delta_net_state_shape``, ``mamba2_state_shape``).
+
+    Gated DeltaNet: ``num_heads`` value heads of ``head_dim``, ``num_key_heads`` key heads of
+    ``state_size``. Mamba2: ``num_heads`` heads of ``head_dim``, SSM state ``state_size``,
+    ``n_groups`` B/C groups. ``ssm_dtype`` is the checkpoint's own temporal-state dtype
+    (Qwen3.5's ``mamba_ssm_dtype``, Nemotron-H's ``mamba_ssm_cache_dtype``), which vLLM uses
+    when ``--mamba-ssm-cache-dtype`` is ``auto``; None: the conv state's dtype.
+    """
+
+    kind: RecurrentKind
+    num_heads: int
+    head_dim: int
+    state_size: int
+    conv_kernel: int
+    num_key_heads: int = 0
+    n_groups: int = 0
+    ssm_dtype: str | None = None
+
+    def shapes(self, tensor_parallel_size: int) -> tuple[tuple[int, int], tuple[int, int, int]]:
+        """The conv and temporal state shapes on one tensor-parallel rank; ValueError where
+        vLLM's ``divide`` refuses the split."""
+        tp = tensor_parallel_size
+        if self.kind is RecurrentKind.GATED_DELTA_NET:
+            conv_dim = self.state_size * self.num_key_heads * 2 + self.head_dim * self.num_heads
+        else:
+            groups = self.n_groups + (0 if self.n_groups % tp == 0 else tp - self.n_groups)
+            conv_dim = self.num_heads * self.head_dim + 2 * groups * self.state_size
+        return (
+            (_divide(conv_dim, tp), self.conv_kernel - 1),
+            (_divide(self.num_heads, tp), self.head_dim, self.state_size),
+        )
+
+    def state_bytes(
+        self, tensor_parallel_size: int, conv_dtype_bytes: int, ssm_dtype_bytes: int
+    ) -> int:
+        """Bytes of one sequence's state in this layer on one rank: vLLM's
+        ``MambaSpec.page_size_bytes`` before padding."""
+        conv, temporal = self.shapes(tensor_parallel_size)
+        return (
+            conv[0] * conv[1] * conv_dtype_bytes
+            + temporal[0] * temporal[1] * temporal[2] * ssm_dtype_bytes
+        )
+
+
+def _divide(numerator: int, denominator: int) -> int:
+    if numerator % denominator:
+        raise ValueError(f"{numerator} is not divisible by tensor_parallel_size {denominator}")
+    return numerator // denominator
+
+
 @dataclass(frozen=True, slots=True)
 class LayerGroup:
-    """Layers that share one attention kind and shape."""
+    """Layers that share one attention kind and shape (``state`` for recurrent layers)."""
 
     kind: AttentionKind
     num_layers: int
     num_kv_heads: int
     head_dim: int
     window_tokens: int | None = None
+    state: RecurrentState | None = None
 
 
 def pipeline_stage_layers(
@@ -116,12 +195,12 @@ def pipeline_stage_layers(
     return tuple(partitions)
 
 
-_Spec = tuple[AttentionKind, int, int, int | None]
+_Spec = tuple[AttentionKind, int, int, int | None, RecurrentState | None]
 
 
 def _spec(group: LayerGroup) -> _Spec:
     """What makes two layers share a vLLM KV-cache spec."""
-    return group.kind, group.num_kv_heads, group.head_dim, group.window_tokens
+    return group.kind, group.num_kv_heads, group.head_dim, group.window_tokens, group.state
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +210,17 @@ class _BlockLayout:
     groups: dict[_Spec, int]  # KV-cache groups per attention spec
     layers_per_block: int  # the busiest stage's largest group: pages one block costs
     stage_layers: tuple[int, ...]  # decoder layers per pipeline stage
+    block_tokens: int  # the attention block size, raised until a page holds a recurrent state
+    pages: dict[_Spec, int]  # one layer's page per block, per spec, in bytes
+
+
+# FlashInfer's GDN prefill exports a checkpoint every this many tokens (vLLM 0.33,
+# ``gdn_attn.FLASHINFER_GDN_CHECKPOINT_ALIGNMENT``); vLLM picks that kernel on Hopper.
+GDN_PREFILL_CHECKPOINT_TOKENS = 64
+
+# vLLM's attention backends on GPU (FlashAttention, FlashInfer, Triton) take blocks in
+# multiples of 16 tokens: the unit the hybrid block size is raised in.
+KERNEL_BLOCK_ALIGNMENT_TOKENS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +230,16 @@ class KvGeometry:
     ``layer_order`` gives each decoder layer, in model order, as an index into
     ``layer_groups``; empty means the groups' layers one group after another, which is
     exact for a model with one attention kind.
+
+    The recurrent-state fields matter only to models with ``RECURRENT`` layers:
+    ``conv_state_dtype_bytes`` is ``--mamba-cache-dtype``'s element size (the model dtype for
+    ``auto``), ``ssm_state_dtype_bytes`` ``--mamba-ssm-cache-dtype``'s (None: ``auto``, the
+    checkpoint's own SSM dtype, else the conv state's), ``prefix_caching`` vLLM's
+    ``--enable-prefix-caching`` (on by default; it selects ``mamba_cache_mode`` ``align``),
+    and ``prefill_checkpoint_tokens`` the GDN prefill checkpoint grid where the layers export
+    checkpoints (FlashInfer's GDN prefill, vLLM's choice on Hopper: 64), None where not.
+    ``block_size_is_final``: ``block_size_tokens`` is the size vLLM reported running, its
+    hybrid alignment already applied, so it is used as it is.
     """
 
     layer_groups: tuple[LayerGroup, ...]
@@ -149,6 +249,11 @@ class KvGeometry:
     pipeline_parallel_size: int = 1
     layer_order: tuple[int, ...] = ()
     pipeline_layer_partition: tuple[int, ...] = ()  # layers per stage; (): vLLM's default
+    conv_state_dtype_bytes: int = 2
+    ssm_state_dtype_bytes: int | None = None
+    prefix_caching: bool = True
+    prefill_checkpoint_tokens: int | None = None
+    block_size_is_final: bool = False
 
     @property
     def num_layers(self) -> int:
@@ -165,6 +270,46 @@ class KvGeometry:
         """Layers' pages one KV block costs on the busiest pipeline stage's GPUs."""
         return _block_layout(self).layers_per_block
 
+    @property
+    def block_tokens(self) -> int:
+        """Tokens per attention block as vLLM runs it: ``block_size_tokens``, raised for a
+        hybrid model until one attention page holds a recurrent state."""
+        return _block_layout(self).block_tokens
+
+    @property
+    def bytes_per_block(self) -> int:
+        """Bytes one block id costs on a GPU of the busiest stage: a page in each layer of
+        the largest KV-cache group (vLLM's ``_get_kv_cache_bytes_per_block``)."""
+        layout = _block_layout(self)
+        return layout.layers_per_block * max(layout.pages.values(), default=0)
+
+    @property
+    def has_recurrent_state(self) -> bool:
+        """Whether some layers hold a fixed state per sequence (a hybrid model)."""
+        return any(g.state is not None and g.num_layers for g in self.layer_groups)
+
+    def recurrent_state_bytes(self, state: RecurrentState) -> int:
+        """One sequence's state in one layer on one rank, before page padding."""
+        return state.state_bytes(
+            self.tensor_parallel_size,
+            self.conv_state_dtype_bytes,
+            self._ssm_dtype_bytes(state),
+        )
+
+    def _ssm_dtype_bytes(self, state: RecurrentState) -> int:
+        if self.ssm_state_dtype_bytes is not None:
+            return self.ssm_state_dtype_bytes
+        if state.ssm_dtype is not None:
+            return STATE_DTYPE_BYTES[state.ssm_dtype]
+        return self.conv_state_dtype_bytes
+
+    def attention_bytes_per_token(self, group: LayerGroup) -> int:
+        """KV bytes one token holds in one layer of ``group`` on one GPU."""
+        if group.kind is AttentionKind.RECURRENT:
+            return 0
+        heads_per_rank = max(1, group.num_kv_heads // self.tensor_parallel_size)
+        return 2 * heads_per_rank * group.head_dim * self.dtype_bytes
+
     def allocated_layers(self, group: LayerGroup) -> int:
         """Layers' worth of KV one token of ``group``'s kind costs on a GPU of the busiest
         stage: its KV-cache groups times the layers one block pays for (hybrid padding and
@@ -173,14 +318,14 @@ class KvGeometry:
         return layout.groups[_spec(group)] * layout.layers_per_block
 
     def group_bytes_per_token(self, group: LayerGroup) -> int:
-        """KV bytes one token holds in all layers of ``group``, on one GPU."""
-        heads_per_rank = max(1, group.num_kv_heads // self.tensor_parallel_size)
-        layers = self.allocated_layers(group)
-        return 2 * layers * heads_per_rank * group.head_dim * self.dtype_bytes
+        """KV bytes one token holds in all layers of ``group``, on one GPU (0 for
+        recurrent layers, whose state does not grow with the sequence)."""
+        return self.allocated_layers(group) * self.attention_bytes_per_token(group)
 
     @property
     def bytes_per_token(self) -> int:
-        """KV bytes per prompt or output token across every self-attention layer, per GPU."""
+        """KV bytes per prompt or output token across every self-attention layer, per GPU:
+        what each token adds while blocks fill; recurrent states are per sequence."""
         return sum(
             self.group_bytes_per_token(g)
             for g in _distinct_specs(self.layer_groups)
@@ -188,13 +333,18 @@ class KvGeometry:
         )
 
     def blocks(self, tokens: int) -> int:
-        """Whole blocks that ``tokens`` occupy."""
-        return -(-tokens // self.block_size_tokens)
+        """Whole attention blocks that ``tokens`` occupy."""
+        return -(-tokens // self.block_tokens)
 
     def held_blocks(
         self, group: LayerGroup, sequence_tokens: int, cross_attention_tokens: int = 0
     ) -> int:
-        """Blocks one request holds in ``group`` at its longest (rules in the module docstring)."""
+        """Blocks one request holds in each KV-cache group of ``group``'s kind at its
+        longest (rules in the module docstring)."""
+        if group.kind is AttentionKind.RECURRENT:
+            if not self.prefix_caching:
+                return 1
+            return 2 + (self.prefill_checkpoint_tokens is not None)
         if group.kind is AttentionKind.CROSS:
             return self.blocks(cross_attention_tokens)
         window = group.window_tokens
@@ -204,14 +354,32 @@ class KvGeometry:
             return min(self.blocks(sequence_tokens), self.blocks(window) + 1)
         return self.blocks(sequence_tokens)
 
-    def request_kv_bytes(self, sequence_tokens: int, cross_attention_tokens: int = 0) -> int:
-        """KV bytes one sequence of ``sequence_tokens`` holds at its longest, in whole blocks."""
+    def request_blocks(self, sequence_tokens: int, cross_attention_tokens: int = 0) -> int:
+        """Block ids one sequence of ``sequence_tokens`` holds at its longest, every
+        KV-cache group's together."""
+        layout = _block_layout(self)
         return sum(
             self.held_blocks(group, sequence_tokens, cross_attention_tokens)
-            * self.block_size_tokens
-            * self.group_bytes_per_token(group)
+            * layout.groups[_spec(group)]
             for group in _distinct_specs(self.layer_groups)
         )
+
+    def request_kv_bytes(self, sequence_tokens: int, cross_attention_tokens: int = 0) -> int:
+        """KV bytes one sequence of ``sequence_tokens`` holds at its longest: whole blocks,
+        each a page in every layer of its group."""
+        layout = _block_layout(self)
+        return sum(
+            self.held_blocks(group, sequence_tokens, cross_attention_tokens)
+            * layout.groups[_spec(group)]
+            * layout.layers_per_block
+            * layout.pages[_spec(group)]
+            for group in _distinct_specs(self.layer_groups)
+        )
+
+
+# Element sizes of vLLM's ``MambaDType`` values (``--mamba-cache-dtype``,
+# ``--mamba-ssm-cache-dtype``) and the checkpoints' own SSM dtypes.
+STATE_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 def _distinct_specs(groups: Sequence[LayerGroup]) -> list[LayerGroup]:
@@ -221,6 +389,48 @@ def _distinct_specs(groups: Sequence[LayerGroup]) -> list[LayerGroup]:
         if group.num_layers > 0:
             seen.setdefault(_spec(group), group)
     return list(seen.values())
+
+
+def _model_attention_bytes_per_token(geometry: KvGeometry) -> int:
+    """One token's KV in one attention layer, from the model's attention heads as vLLM's
+    ``model_config.get_num_kv_heads`` gives them (a model whose layers are all recurrent
+    still has them in its config, and vLLM sizes its pages by them)."""
+    groups = [g for g in geometry.layer_groups if g.kind is not AttentionKind.CROSS]
+    attention = [g for g in groups if g.kind is not AttentionKind.RECURRENT and g.num_layers]
+    reference = (attention or groups)[0]
+    heads_per_rank = max(1, reference.num_kv_heads // geometry.tensor_parallel_size)
+    return 2 * heads_per_rank * reference.head_dim * geometry.dtype_bytes
+
+
+def _hybrid_block_tokens(geometry: KvGeometry) -> int:
+    """vLLM 0.33's ``Platform._align_hybrid_block_size``: the smallest multiple of the
+    kernel alignment whose attention page holds the largest recurrent state."""
+    block = geometry.block_size_tokens
+    states = [g.state for g in geometry.layer_groups if g.state is not None and g.num_layers]
+    if not states or geometry.block_size_is_final:
+        return block
+    state_bytes = max(geometry.recurrent_state_bytes(state) for state in states)
+    per_token = _model_attention_bytes_per_token(geometry)
+    alignment = max(KERNEL_BLOCK_ALIGNMENT_TOKENS, block)
+    if geometry.prefix_caching and geometry.prefill_checkpoint_tokens is not None:
+        alignment = math.lcm(alignment, geometry.prefill_checkpoint_tokens)
+    needed = alignment * -(-state_bytes // (alignment * per_token))
+    needed = KERNEL_BLOCK_ALIGNMENT_TOKENS * -(-needed // KERNEL_BLOCK_ALIGNMENT_TOKENS)
+    return max(block, needed)
+
+
+def _pages(geometry: KvGeometry, block_tokens: int) -> dict[_Spec, int]:
+    """One layer's page per block for each spec: attention pages hold ``block_tokens``
+    tokens; a recurrent state's page is padded to the attention page."""
+    pages = {
+        _spec(g): block_tokens * geometry.attention_bytes_per_token(g)
+        for g in geometry.layer_groups
+        if g.kind is not AttentionKind.RECURRENT
+    }
+    for group in geometry.layer_groups:
+        if group.state is not None:
+            pages[_spec(group)] = block_tokens * _model_attention_bytes_per_token(geometry)
+    return pages
 
 
 @functools.lru_cache(maxsize=64)
@@ -235,8 +445,10 @@ def _block_layout(geometry: KvGeometry) -> _BlockLayout:
     stage_layers = pipeline_stage_layers(
         max(1, len(order)), geometry.pipeline_parallel_size, geometry.pipeline_layer_partition
     )
+    block_tokens = _hybrid_block_tokens(geometry)
+    pages = _pages(geometry, block_tokens)
     if not positions:
-        return _BlockLayout({}, 0, stage_layers)
+        return _BlockLayout({}, 0, stage_layers, block_tokens, pages)
     counts = [len(layers) for layers in positions.values()]
     group_size = max(counts)
     if len(counts) > 1 and 2 * max(counts) >= 3 * min(counts):
@@ -252,4 +464,4 @@ def _block_layout(geometry: KvGeometry) -> _BlockLayout:
         for start, size in zip(starts, stage_layers, strict=True)
         for group in members
     )
-    return _BlockLayout(groups, layers_per_block, stage_layers)
+    return _BlockLayout(groups, layers_per_block, stage_layers, block_tokens, pages)

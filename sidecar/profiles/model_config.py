@@ -13,12 +13,27 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from sidecar.profiles.kv_geometry import AttentionKind, LayerGroup
+from sidecar.profiles.kv_geometry import (
+    AttentionKind,
+    LayerGroup,
+    RecurrentKind,
+    RecurrentState,
+)
 
 _DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
 
 # Context the checkpoint was validated for, where it is shorter than the position limit.
 _VALIDATED_CONTEXT_TOKENS = {"qwen2_5_vl": 32768}
+
+# Qwen3.5's Gated DeltaNet defaults, the dense and MoE text configs' alike.
+_GATED_DELTA_NET: dict[str, Any] = {
+    "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32,
+    "full_attention_interval": 4,
+}
 
 # transformers' class defaults for text-config keys that shipped config.json files leave out
 # (google/gemma-3-4b-it names neither its heads nor its head_dim, which is not hidden/heads);
@@ -40,7 +55,41 @@ TEXT_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
     },
     "glm4v_text": {"num_attention_heads": 32, "num_key_value_heads": 2},
+    # Qwen3_5TextConfig / Qwen3_5MoeTextConfig: every full_attention_interval-th layer is
+    # full attention, the others Gated DeltaNet linear attention.
+    "qwen3_5_text": {
+        "num_attention_heads": 16,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 32768,
+        **_GATED_DELTA_NET,
+    },
+    "qwen3_5_moe_text": {
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "max_position_embeddings": 32768,
+        **_GATED_DELTA_NET,
+    },
+    # NemotronHConfig: Mamba2 mixers beside full attention, per hybrid_override_pattern.
+    "nemotron_h": {
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 4096,
+        "ssm_state_size": 128,
+        "mamba_num_heads": 128,
+        "mamba_head_dim": 64,
+        "n_groups": 8,
+        "conv_kernel": 4,
+        "mamba_ssm_cache_dtype": "float32",
+    },
 }
+
+# Layer kinds that hold neither KV nor state (Nemotron-H's MLP and MoE blocks).
+_STATELESS_LAYER_TYPES = frozenset({"mlp", "moe"})
+# Nemotron-H's hybrid_override_pattern characters (NemotronHConfig._pattern_to_list).
+_NEMOTRON_H_PATTERN = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +136,49 @@ def validated_context_tokens(model_type: str, text: dict[str, Any]) -> int | Non
     return _VALIDATED_CONTEXT_TOKENS.get(model_type)
 
 
+def recurrent_state(text: dict[str, Any]) -> RecurrentState:
+    """The recurrent layers' state as vLLM's model class shapes it: Gated DeltaNet for the
+    Qwen3.5 family, Mamba2 for Nemotron-H (``get_mamba_state_shape_from_config``)."""
+    if "linear_num_value_heads" in text:
+        return RecurrentState(
+            RecurrentKind.GATED_DELTA_NET,
+            num_heads=int(text["linear_num_value_heads"]),
+            head_dim=int(text["linear_value_head_dim"]),
+            state_size=int(text["linear_key_head_dim"]),
+            conv_kernel=int(text["linear_conv_kernel_dim"]),
+            num_key_heads=int(text["linear_num_key_heads"]),
+            ssm_dtype=_state_dtype(text.get("mamba_ssm_dtype")),
+        )
+    return RecurrentState(
+        RecurrentKind.MAMBA2,
+        num_heads=int(text["mamba_num_heads"]),
+        head_dim=int(text["mamba_head_dim"]),
+        state_size=int(text["ssm_state_size"]),
+        conv_kernel=int(text.get("mamba_d_conv") or text["conv_kernel"]),
+        n_groups=int(text.get("mamba_n_groups") or text["n_groups"]),
+        ssm_dtype=_state_dtype(text.get("mamba_ssm_cache_dtype")),
+    )
+
+
+def _state_dtype(value: object) -> str | None:
+    """A checkpoint's SSM state dtype; ValueError for one vLLM's ``MambaDType`` lacks."""
+    if value is None or value == "auto":
+        return None
+    if value not in ("float32", "float16", "bfloat16"):
+        raise ValueError(f"unsupported SSM state dtype {value!r}")
+    return str(value)
+
+
 def _layer_groups(
     text: dict[str, Any], kv_heads: int, head_dim: int
 ) -> tuple[tuple[LayerGroup, ...], tuple[int, ...]]:
     """One group per attention kind, and each decoder layer's group in model order."""
-    kinds = [AttentionKind.from_layer_type(t) for t in _layer_types(text)]
+    kinds = [
+        AttentionKind.RECURRENT if t == "linear_attention" else AttentionKind.from_layer_type(t)
+        for t in _layer_types(text)
+        if t not in _STATELESS_LAYER_TYPES
+    ]
+    state = recurrent_state(text) if AttentionKind.RECURRENT in kinds else None
     window = text.get("sliding_window")
     chunk = text.get("attention_chunk_size")
     counts = Counter(kinds)
@@ -107,6 +194,7 @@ def _layer_groups(
             else int(chunk)
             if kind is AttentionKind.CHUNKED and chunk
             else None,
+            state if kind is AttentionKind.RECURRENT else None,
         )
         for kind in ordered
     )
@@ -115,8 +203,18 @@ def _layer_groups(
 
 def _layer_types(text: dict[str, Any]) -> list[str]:
     """Each decoder layer's attention kind, derived as transformers' config classes do."""
+    pattern_string = text.get("hybrid_override_pattern")
+    if not text.get("layer_types") and isinstance(pattern_string, str):
+        return [_NEMOTRON_H_PATTERN[c] for c in pattern_string]
     num_layers = int(text["num_hidden_layers"])
     layer_types = [str(t) for t in text.get("layer_types") or []]
+    interval = text.get("full_attention_interval")
+    if not layer_types and interval:
+        # Qwen3_5TextConfig: every interval-th layer is full attention, the others linear.
+        layer_types = [
+            "linear_attention" if (i + 1) % int(interval) else "full_attention"
+            for i in range(num_layers)
+        ]
     pattern = text.get("sliding_window_pattern")
     if not layer_types and pattern:
         # Gemma3TextConfig: every pattern-th layer is global, the others slide.

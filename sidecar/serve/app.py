@@ -264,7 +264,10 @@ def apply_engine_facts(app: web.Application, facts: EngineFacts) -> None:
         budgets.current,
         facts,
         auto_kv_fraction=None if shadow else settings.kv_budget_auto_fraction(),
-        kv_bytes_per_token=profile.kv.bytes_per_token,
+        # vLLM's blocks as it runs them: its block size, whatever the operator priced in.
+        kv_bytes_per_block=kv_geometry_after(
+            engine.kv, facts, block_size_from_engine=True
+        ).bytes_per_block,
         prompt_budget_from_engine=settings.max_request_prompt_tokens is None,
     )
     ledger = app[LEDGER]

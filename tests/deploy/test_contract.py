@@ -293,6 +293,18 @@ def test_vllm_flags_agree_with_the_sidecar_settings(
             "SIDECAR_KV_CACHE_DTYPE / --kv-cache-dtype": (
                 settings.kv_cache_dtype, flags.get("--kv-cache-dtype", "auto"),
             ),
+            "SIDECAR_MAMBA_CACHE_DTYPE / --mamba-cache-dtype": (
+                settings.mamba_cache_dtype, flags.get("--mamba-cache-dtype", "auto"),
+            ),
+            "SIDECAR_MAMBA_SSM_CACHE_DTYPE / --mamba-ssm-cache-dtype": (
+                settings.mamba_ssm_cache_dtype, flags.get("--mamba-ssm-cache-dtype", "auto"),
+            ),
+            "SIDECAR_PREFIX_CACHING / --[no-]enable-prefix-caching": (
+                settings.prefix_caching, "--no-enable-prefix-caching" not in flags,
+            ),
+            "SIDECAR_GDN_PREFILL_BACKEND / --gdn-prefill-backend": (
+                settings.gdn_prefill_backend, flags.get("--gdn-prefill-backend", "auto"),
+            ),
             # Unset, the sidecar reads vLLM's block size from vllm:cache_config_info.
             "SIDECAR_BLOCK_SIZE_TOKENS / --block-size": (
                 settings.block_size_tokens or block_size, block_size,

@@ -55,6 +55,10 @@ DERIVED_VALUES = {
     "pipeline_layer_partition": "vllm.pipelineLayerPartition",
     "data_parallel_size": "vllm.dataParallelSize",
     "kv_cache_dtype": "vllm.kvCacheDtype",
+    "mamba_cache_dtype": "vllm.mambaCacheDtype",
+    "mamba_ssm_cache_dtype": "vllm.mambaSsmCacheDtype",
+    "prefix_caching": "vllm.prefixCaching",
+    "gdn_prefill_backend": "vllm.gdnPrefillBackend",
     "block_size_tokens": "vllm.blockSize",
 }
 VLLM_DEFAULT_PORT = 8000

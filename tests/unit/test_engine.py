@@ -7,6 +7,8 @@ Polling a live engine: ``tests/e2e/test_closed_loop.py``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sidecar.admission.budgets import Budgets
@@ -19,6 +21,8 @@ from sidecar.engine import (
     parse_models,
 )
 from sidecar.profiles import load_profile
+from sidecar.profiles.kv_geometry import GDN_PREFILL_CHECKPOINT_TOKENS
+from tests.support.hybrid_models import QWEN3_5_27B, hybrid_geometry
 
 VLLM_METRICS = """\
 # HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
@@ -82,9 +86,10 @@ QWEN_7B = load_profile("Qwen/Qwen2.5-VL-7B-Instruct")  # bf16: 57,344 KV bytes p
 
 def test_budgets_after_sets_the_auto_kv_budget_from_the_engines_pool() -> None:
     facts = EngineFacts(num_gpu_blocks=1000, block_size=16)
+    assert QWEN_7B.kv.bytes_per_block == 16 * 57_344
     budgets = budgets_after(
         Budgets(kv_budget_bytes=1), facts, auto_kv_fraction=0.5,
-        kv_bytes_per_token=57_344, prompt_budget_from_engine=False,
+        kv_bytes_per_block=QWEN_7B.kv.bytes_per_block, prompt_budget_from_engine=False,
     )  # fmt: skip
     assert budgets.kv_budget_bytes == 16_000 * 57_344 // 2
 
@@ -92,12 +97,12 @@ def test_budgets_after_sets_the_auto_kv_budget_from_the_engines_pool() -> None:
 def test_budgets_after_takes_the_prompt_budget_from_max_model_len_only_when_asked() -> None:
     facts = EngineFacts(max_model_len=8192)
     asked = budgets_after(
-        Budgets(), facts, auto_kv_fraction=None, kv_bytes_per_token=1,
+        Budgets(), facts, auto_kv_fraction=None, kv_bytes_per_block=1,
         prompt_budget_from_engine=True,
     )  # fmt: skip
     not_asked = budgets_after(
         Budgets(max_request_prompt_tokens=4096), facts, auto_kv_fraction=None,
-        kv_bytes_per_token=1, prompt_budget_from_engine=False,
+        kv_bytes_per_block=1, prompt_budget_from_engine=False,
     )  # fmt: skip
     assert (asked.max_request_prompt_tokens, not_asked.max_request_prompt_tokens) == (8192, 4096)
 
@@ -105,7 +110,7 @@ def test_budgets_after_takes_the_prompt_budget_from_max_model_len_only_when_aske
 def test_budgets_after_leaves_the_budgets_alone_when_the_engine_said_nothing() -> None:
     budgets = Budgets(kv_budget_bytes=123, max_request_prompt_tokens=456)
     assert budgets_after(
-        budgets, EngineFacts(), auto_kv_fraction=0.9, kv_bytes_per_token=2,
+        budgets, EngineFacts(), auto_kv_fraction=0.9, kv_bytes_per_block=2,
         prompt_budget_from_engine=True,
     ) == budgets  # fmt: skip
 
@@ -153,3 +158,68 @@ def test_kv_geometry_after_keeps_the_geometry_otherwise(
 ) -> None:
     kv = QWEN_7B.kv
     assert kv_geometry_after(kv, facts, block_size_from_engine=from_engine) is kv
+
+
+QWEN3_5 = hybrid_geometry(QWEN3_5_27B)  # 784-token blocks of 51,380,224 bytes, align mode
+# vLLM 0.33 serving Qwen3.5-27B on an H200 with prefix caching (labels trimmed): FlashInfer's
+# GDN prefill put the block on its 64-token grid.
+HYBRID_CACHE_CONFIG = """\
+vllm:cache_config_info{block_size="832",cache_dtype="auto",enable_prefix_caching="True",\
+engine="0",mamba_block_size="832",mamba_cache_mode="align",num_gpu_blocks="2000"} 1.0
+"""
+
+
+def test_parse_engine_metrics_reads_the_mamba_cache_mode() -> None:
+    facts = parse_engine_metrics(HYBRID_CACHE_CONFIG)
+    assert (facts.block_size, facts.mamba_cache_mode) == (832, "align")
+
+
+def test_kv_geometry_after_takes_a_hybrids_block_size_as_final() -> None:
+    hopper = replace(QWEN3_5, prefill_checkpoint_tokens=GDN_PREFILL_CHECKPOINT_TOKENS)
+    facts = parse_engine_metrics(HYBRID_CACHE_CONFIG)
+    kv = kv_geometry_after(hopper, facts, block_size_from_engine=True)
+    assert (kv.block_tokens, kv.bytes_per_block) == (832, 16 * 832 * 4096)
+    assert kv.request_blocks(8192) == 10 + 3 * 3
+
+
+def test_kv_geometry_after_learns_there_are_no_gdn_checkpoints_off_the_grid() -> None:
+    # Not Hopper: Triton's GDN prefill, blocks of 784 tokens, 2 blocks per GDN group.
+    assumed = replace(QWEN3_5, prefill_checkpoint_tokens=GDN_PREFILL_CHECKPOINT_TOKENS)
+    facts = EngineFacts(block_size=784, mamba_cache_mode="align")
+    kv = kv_geometry_after(assumed, facts, block_size_from_engine=True)
+    assert (kv.block_tokens, kv.prefill_checkpoint_tokens) == (784, None)
+    assert kv.request_blocks(8192) == 11 + 3 * 2
+
+
+def test_kv_geometry_after_follows_vllms_prefix_caching_for_a_hybrid() -> None:
+    facts = EngineFacts(mamba_cache_mode="none")
+    kv = kv_geometry_after(QWEN3_5, facts, block_size_from_engine=False)
+    assert kv.prefix_caching is False
+    assert kv.request_blocks(8192) == 11 + 3 * 1
+    # A model without recurrent layers has nothing to follow.
+    assert kv_geometry_after(QWEN_7B.kv, facts, block_size_from_engine=True) is QWEN_7B.kv
+
+
+def test_the_auto_budget_is_the_pool_of_whole_blocks_for_a_hybrid() -> None:
+    facts = parse_engine_metrics(HYBRID_CACHE_CONFIG)
+    kv = kv_geometry_after(QWEN3_5, facts, block_size_from_engine=True)
+    budgets = budgets_after(
+        Budgets(), facts, auto_kv_fraction=1.0, kv_bytes_per_block=kv.bytes_per_block,
+        prompt_budget_from_engine=False,
+    )  # fmt: skip
+    assert budgets.kv_budget_bytes == 2000 * 54_525_952
+    # Per-token KV over all 64 layers, as if every layer were attention, says four times that.
+    assert 4 * budgets.kv_budget_bytes == 2000 * 832 * 64 * 4096
+
+
+def test_the_auto_budget_counts_gemma_3s_sliding_and_full_groups_once() -> None:
+    gemma = load_profile("google/gemma-3-27b-it").kv  # 52 sliding + 10 full: 7 groups of 10
+    facts = EngineFacts(num_gpu_blocks=1000, block_size=16)
+    budgets = budgets_after(
+        Budgets(), facts, auto_kv_fraction=1.0, kv_bytes_per_block=gemma.bytes_per_block,
+        prompt_budget_from_engine=False,
+    )  # fmt: skip
+    assert gemma.bytes_per_block == gemma.layers_per_block * 16 * 2 * 16 * 128 * 2
+    assert budgets.kv_budget_bytes == 1000 * gemma.bytes_per_block
+    # block_size x per-token bytes counts every group's page in one block: 7 times the pool.
+    assert 1000 * 16 * gemma.bytes_per_token == 7 * budgets.kv_budget_bytes

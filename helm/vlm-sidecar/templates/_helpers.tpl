@@ -101,6 +101,10 @@ the rest is derived from the values vLLM is given too, so engine and sidecar can
 {{- $_ := set $env "SIDECAR_PIPELINE_LAYER_PARTITION" . }}
 {{- end }}
 {{- $_ := set $env "SIDECAR_KV_CACHE_DTYPE" .Values.vllm.kvCacheDtype }}
+{{- $_ := set $env "SIDECAR_MAMBA_CACHE_DTYPE" .Values.vllm.mambaCacheDtype }}
+{{- $_ := set $env "SIDECAR_MAMBA_SSM_CACHE_DTYPE" .Values.vllm.mambaSsmCacheDtype }}
+{{- $_ := set $env "SIDECAR_PREFIX_CACHING" (toString .Values.vllm.prefixCaching) }}
+{{- $_ := set $env "SIDECAR_GDN_PREFILL_BACKEND" .Values.vllm.gdnPrefillBackend }}
 {{- with .Values.vllm.blockSize }}
 {{- $_ := set $env "SIDECAR_BLOCK_SIZE_TOKENS" (toString (int .)) }}
 {{- end }}
@@ -150,6 +154,18 @@ sidecar's variables (see vlm-sidecar.sidecarEnv).
 - --data-parallel-size={{ int $v.dataParallelSize }}
 {{- end }}
 - --kv-cache-dtype={{ $v.kvCacheDtype }}
+{{- if ne $v.mambaCacheDtype "auto" }}
+- --mamba-cache-dtype={{ $v.mambaCacheDtype }}
+{{- end }}
+{{- if ne $v.mambaSsmCacheDtype "auto" }}
+- --mamba-ssm-cache-dtype={{ $v.mambaSsmCacheDtype }}
+{{- end }}
+{{- if not $v.prefixCaching }}
+- --no-enable-prefix-caching
+{{- end }}
+{{- if ne $v.gdnPrefillBackend "auto" }}
+- --gdn-prefill-backend={{ $v.gdnPrefillBackend }}
+{{- end }}
 {{- with $v.blockSize }}
 - --block-size={{ int . }}
 {{- end }}

@@ -28,7 +28,9 @@ TOTALS = {
 }
 
 
-def canned(expr: str) -> list[dict[str, Any]]:
+def canned(expr: str, state_bytes: float | None = None) -> list[dict[str, Any]]:
+    if "kv_state_bytes_per_request" in expr:  # an attention-only model's series, or none
+        return [] if state_bytes is None else [{"metric": {}, "value": [0, str(state_bytes)]}]
     if expr.startswith("max(timestamp("):
         return [{"metric": {}, "value": [0, "1700000000.5"]}]
     if expr.startswith("group by (model)"):
@@ -63,6 +65,25 @@ def test_the_synthetic_traffic_follows_the_buckets(monkeypatch: pytest.MonkeyPat
     assert (cost.text_tokens, cost.output_tokens) == (100, 500)
     assert records[0].held_seconds == 0.5
     assert notes[0].startswith("ESTIMATE")
+
+
+def test_a_hybrid_models_per_request_state_is_not_read_as_output_tokens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each request held 1,500 tokens' blocks plus 6 recurrent-state blocks of 51,380,224 bytes.
+    state = 6 * 51_380_224.0
+    totals = {**TOTALS, "vlm_sidecar_request_kv_bytes_sum": 4 * (1500 * 57344.0 + state)}
+
+    def query(expr: str) -> list[dict[str, Any]]:
+        if "request_kv_bytes_sum[" in expr:
+            return [{"metric": {}, "value": [0, str(totals["vlm_sidecar_request_kv_bytes_sum"])]}]
+        return canned(expr, state_bytes=state)
+
+    monkeypatch.setattr(prometheus, "prometheus_query", lambda url, at=None: query)
+    contents, _ = prometheus.synthetic_traffic("http://prometheus", window="1h")
+    cost = contents.records[0].cost
+    assert cost is not None
+    assert cost.output_tokens == 500
 
 
 def test_a_window_is_a_prometheus_duration() -> None:

@@ -7,11 +7,14 @@ and ``unit/vision/test_fixed.py``, KV bytes in ``unit/profiles/test_kv_geometry.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sidecar.cli.capacity import Hardware, Workload, make_plan
 from sidecar.profiles import load_profile
 from sidecar.units import format_bytes
+from tests.support.hybrid_models import QWEN3_5_27B, hybrid_geometry
 
 QWEN25_VL_7B = "Qwen/Qwen2.5-VL-7B-Instruct"
 QWEN25_VL_72B = "Qwen/Qwen2.5-VL-72B-Instruct"
@@ -63,3 +66,22 @@ def test_72b_on_two_80_gib_gpus_fits_about_two_uncapped_4k_requests() -> None:
     plan = make_plan(load_profile(QWEN25_VL_72B), [("4k", workload)], Hardware(80, gpu_count=2))
     assert format_bytes(plan.weights_bytes_per_gpu) == "68.4 GiB"
     assert plan.rows[0].max_concurrency == 2
+
+
+def test_a_hybrid_plan_counts_whole_blocks_and_the_recurrent_groups() -> None:
+    # Qwen3.5-27B's language model (54 GB of bf16 weights) under a Qwen-VL vision rule, on
+    # one 141 GiB GPU: blocks of 784 tokens, 49 MiB each; a request of 8,192 tokens (one
+    # 1024x1024 image, the rest text and output) holds 11 attention blocks and 2 per GDN group.
+    profile = replace(load_profile("Qwen/Qwen2.5-VL-7B-Instruct"), kv=hybrid_geometry(QWEN3_5_27B))
+    hardware = Hardware(gpu_memory_gib=141, weights_gib=50.3)
+    image_tokens = profile.vision.image_tokens(1024, 1024).prompt_tokens
+    workload = Workload(1, 1024, 1024, 8192 - 500 - image_tokens, 500, concurrency=10)
+    plan = make_plan(profile, [("one", workload)], hardware)
+    row = plan.rows[0]
+    assert (plan.kv_block_tokens, plan.kv_bytes_per_block) == (784, 51_380_224)
+    assert row.tokens_per_request == 8192
+    assert row.kv_bytes_per_request == 17 * 51_380_224
+    pool_blocks = plan.kv_pool_bytes_per_gpu // plan.kv_bytes_per_block
+    assert plan.kv_pool_bytes_per_gpu == pool_blocks * plan.kv_bytes_per_block  # whole blocks
+    assert row.max_concurrency == pool_blocks // 17
+    assert plan.auto_kv_budget_bytes == plan.kv_pool_bytes_per_gpu

@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
 from sidecar.profiles import load_profile
-from sidecar.profiles.kv_geometry import AttentionKind, KvGeometry, LayerGroup
+from sidecar.profiles.kv_geometry import (
+    GDN_PREFILL_CHECKPOINT_TOKENS,
+    AttentionKind,
+    KvGeometry,
+    LayerGroup,
+    RecurrentKind,
+)
 from sidecar.units import format_bytes
+from tests.support.hybrid_models import (
+    NEMOTRON_NANO_9B_V2,
+    QWEN3_5_27B,
+    QWEN3_5_35B_A3B,
+    hybrid_geometry,
+)
+from tests.support.paths import ROOT
 
 QWEN7B = KvGeometry((LayerGroup(AttentionKind.FULL, 28, 4, 128),), dtype_bytes=2)
 
@@ -185,3 +201,131 @@ def test_kv_bytes_per_image_match_the_brief(model: str, size: tuple[int, int], k
     profile = load_profile(model)
     tokens = profile.vision.image_tokens(*size).tokens
     assert format_bytes(tokens * profile.kv.bytes_per_token) == kv
+
+
+# Qwen3.5-27B, bf16, one GPU: 16 full-attention layers (4 KV heads of 256: 4,096 bytes a token
+# a layer) and 48 Gated DeltaNet layers, each holding a 10,240 x 3 bf16 conv state and a
+# 48 x 128 x 128 fp32 temporal state: 3,207,168 bytes a sequence.
+QWEN3_5 = hybrid_geometry(QWEN3_5_27B)
+QWEN3_5_STATE = next(g.state for g in QWEN3_5.layer_groups if g.state is not None)
+
+
+def test_recurrent_state_is_per_sequence_in_vllms_shapes() -> None:
+    assert QWEN3_5_STATE.shapes(1) == ((10_240, 3), (48, 128, 128))
+    assert QWEN3_5.recurrent_state_bytes(QWEN3_5_STATE) == 10_240 * 3 * 2 + 48 * 128 * 128 * 4
+    assert QWEN3_5_STATE.shapes(2) == ((5_120, 3), (24, 128, 128))
+    with pytest.raises(ValueError, match="divisible"):
+        QWEN3_5_STATE.shapes(5)
+
+
+def test_the_hybrid_block_holds_a_recurrent_state_in_one_attention_page() -> None:
+    # 16 x ceil(3,207,168 / (16 x 4,096)) = 784 tokens: a 3,211,264-byte page; 4 groups of 16.
+    assert QWEN3_5.block_tokens == 784
+    assert QWEN3_5.layers_per_block == 16
+    assert QWEN3_5.bytes_per_block == 16 * 784 * 4096
+    # Only the full-attention layers grow with the sequence.
+    assert QWEN3_5.bytes_per_token == 16 * 4096
+
+
+@pytest.mark.parametrize(
+    ("flags", "tokens", "blocks"),
+    [
+        ({}, 1, 1 + 3 * 2),  # align mode: the running state and a block-aligned checkpoint
+        ({}, 784, 1 + 3 * 2),
+        ({}, 785, 2 + 3 * 2),
+        ({"prefix_caching": False}, 8192, 11 + 3 * 1),
+        ({"prefill_checkpoint_tokens": 64}, 8192, 10 + 3 * 3),  # 832-token blocks
+    ],
+    ids=["one-token", "one-block", "spill", "no-prefix-caching", "gdn-checkpoints"],
+)
+def test_a_hybrid_request_holds_whole_blocks_in_every_group(
+    flags: dict[str, Any], tokens: int, blocks: int
+) -> None:
+    kv = replace(QWEN3_5, **flags)
+    assert kv.request_blocks(tokens) == blocks
+    assert kv.request_kv_bytes(tokens) == blocks * kv.bytes_per_block
+
+
+def test_gdn_prefill_checkpoints_put_the_block_on_their_64_token_grid() -> None:
+    kv = replace(QWEN3_5, prefill_checkpoint_tokens=GDN_PREFILL_CHECKPOINT_TOKENS)
+    assert (kv.block_tokens, kv.bytes_per_block) == (832, 16 * 832 * 4096)
+    # Without prefix caching there are no checkpoints, and no grid.
+    assert replace(kv, prefix_caching=False).block_tokens == 784
+
+
+def test_a_block_size_vllm_reported_is_not_aligned_again() -> None:
+    assert replace(QWEN3_5, block_size_tokens=800, block_size_is_final=True).block_tokens == 800
+    # One the operator passed as --block-size is, as vLLM raises it.
+    assert replace(QWEN3_5, block_size_tokens=32).block_tokens == 32 * 25
+    assert replace(QWEN3_5, block_size_tokens=1024).block_tokens == 1024
+
+
+def test_tensor_parallelism_splits_the_state_and_the_heads_alike() -> None:
+    kv = replace(QWEN3_5, tensor_parallel_size=2)
+    assert kv.block_tokens == 784  # both halve: the page ratio stays
+    assert kv.bytes_per_block == QWEN3_5.bytes_per_block // 2
+
+
+def test_state_dtypes_follow_vllms_mamba_cache_flags() -> None:
+    # --mamba-ssm-cache-dtype bfloat16 halves the temporal state: 1,634,304 bytes.
+    kv = replace(QWEN3_5, ssm_state_dtype_bytes=2)
+    assert kv.recurrent_state_bytes(QWEN3_5_STATE) == 10_240 * 3 * 2 + 48 * 128 * 128 * 2
+    assert kv.block_tokens == 400
+    # --mamba-cache-dtype float32 widens the conv state; the checkpoint's fp32 SSM stays.
+    wide = replace(QWEN3_5, conv_state_dtype_bytes=4)
+    assert wide.recurrent_state_bytes(QWEN3_5_STATE) == 10_240 * 3 * 4 + 48 * 128 * 128 * 4
+
+
+def test_mamba2_groups_are_replicated_to_cover_every_head_shard() -> None:
+    nemotron = hybrid_geometry(NEMOTRON_NANO_9B_V2)
+    state = next(g.state for g in nemotron.layer_groups if g.state is not None)
+    assert state.kind is RecurrentKind.MAMBA2
+    # conv over x, B and C: 128 x 80 + 2 x 8 x 128 channels; SSM 128 heads x 80 x 128, fp32.
+    assert state.shapes(1) == ((12_288, 3), (128, 80, 128))
+    single_group = replace(state, n_groups=1)
+    assert single_group.shapes(4) == (((10_240 + 2 * 4 * 128) // 4, 3), (32, 80, 128))
+    # 4 attention layers (*), 27 Mamba2 (M); the MLP blocks (-) hold nothing.
+    assert {g.kind: g.num_layers for g in nemotron.layer_groups} == {
+        AttentionKind.FULL: 4,
+        AttentionKind.RECURRENT: 27,
+    }
+
+
+KV_GEOMETRY_DOC = ROOT / "docs" / "kv-geometry.md"
+DOC_MODELS = {
+    "Qwen3.5-27B": QWEN3_5_27B,
+    "Qwen3.5-35B-A3B": QWEN3_5_35B_A3B,
+    "Nemotron-Nano-9B-v2": NEMOTRON_NANO_9B_V2,
+}
+DOC_FLAGS: dict[str, dict[str, Any]] = {
+    "prefix caching (default)": {},
+    "prefix caching, FlashInfer GDN prefill (Hopper)": {
+        "prefill_checkpoint_tokens": GDN_PREFILL_CHECKPOINT_TOKENS
+    },
+    "no prefix caching": {"prefix_caching": False},
+    "prefix caching, TP 2": {"tensor_parallel_size": 2},
+}
+
+
+def test_the_worked_numbers_in_the_docs() -> None:
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in KV_GEOMETRY_DOC.read_text(encoding="utf-8").splitlines()
+        if line.startswith("| ") and line.split("|")[1].strip() in DOC_MODELS
+    ]
+    assert len(rows) == 7
+    for model, flags, state, block, per_block, blocks, kv_bytes in rows:
+        kv = hybrid_geometry(DOC_MODELS[model], **DOC_FLAGS[flags])
+        layer_state = next(g.state for g in kv.layer_groups if g.state is not None)
+        got = [
+            kv.recurrent_state_bytes(layer_state),
+            kv.block_tokens,
+            kv.bytes_per_block,
+            kv.request_blocks(8192),
+            kv.request_kv_bytes(8192),
+        ]
+        expected = [int(cell.replace(",", "")) for cell in (state, block, per_block, blocks)]
+        assert got == [*expected, int(kv_bytes.replace(",", ""))], (model, flags)
+    qwen = hybrid_geometry(QWEN3_5_27B)
+    assert (64 * 4096 * 1000, qwen.request_blocks(1000)) == (250 * 2**20, 8)
+    assert format_bytes(qwen.request_kv_bytes(1000)) == "392 MiB"

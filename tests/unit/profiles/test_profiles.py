@@ -4,6 +4,7 @@ rule each model family gets."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from sidecar.profiles.kv_geometry import AttentionKind
 from sidecar.video.qwen import QwenVideoRule
 from sidecar.vision.fixed import FixedTokensRule
 from sidecar.vision.pixtral import PixtralRule
+from tests.support.hybrid_models import NEMOTRON_NANO_9B_V2, QWEN3_5_27B, hybrid_geometry
 from tests.support.sidecars import QWEN
 from tests.support.videos import QWEN3, QWEN3_RULE, qwen3_directory, video_rule
 
@@ -331,3 +333,44 @@ def test_rule_refuses_processor_files_it_cannot_price(
     model_type = config["model_type"]
     with pytest.raises(ValueError, match=message):
         VISION_RULES[model_type](model_type, config, _preprocessor(model) | changes)
+
+
+def _hybrid_profile() -> Any:
+    """Qwen2.5-VL's vision rule over Qwen3.5-27B's language model: the KV side of a Qwen3.5
+    profile, whatever rule prices its images."""
+    return replace(load_profile(QWEN), kv=hybrid_geometry(QWEN3_5_27B))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (ProfileOverrides(), (2, None, True, 64)),
+        (ProfileOverrides(mamba_cache_dtype="float32"), (4, None, True, 64)),
+        (ProfileOverrides(mamba_ssm_cache_dtype="bfloat16"), (2, 2, True, 64)),
+        (ProfileOverrides(prefix_caching=False), (2, None, False, 64)),
+        (ProfileOverrides(gdn_prefill_backend="triton"), (2, None, True, None)),
+    ],
+    ids=["defaults", "mamba-cache-dtype", "ssm-dtype", "no-prefix-caching", "triton-gdn"],
+)
+def test_vllms_recurrent_state_flags_reach_the_kv_geometry(
+    overrides: ProfileOverrides, expected: tuple[Any, ...]
+) -> None:
+    kv = _hybrid_profile().with_overrides(overrides).kv
+    got = (
+        kv.conv_state_dtype_bytes,
+        kv.ssm_state_dtype_bytes,
+        kv.prefix_caching,
+        kv.prefill_checkpoint_tokens,
+    )
+    assert got == expected
+
+
+def test_a_model_without_gated_deltanet_layers_exports_no_prefill_checkpoints() -> None:
+    nemotron = replace(load_profile(QWEN), kv=hybrid_geometry(NEMOTRON_NANO_9B_V2))
+    assert nemotron.with_overrides(ProfileOverrides()).kv.prefill_checkpoint_tokens is None
+    assert load_profile(QWEN).kv.prefill_checkpoint_tokens is None
+
+
+def test_an_unknown_mamba_cache_dtype_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="Mamba cache dtype"):
+        _hybrid_profile().with_overrides(ProfileOverrides(mamba_cache_dtype="fp8"))

@@ -1,0 +1,268 @@
+"""The sidecar's KV geometry against vLLM 0.33's own KV-cache layout code, run GPU-less.
+
+``vllm_kv_cache.py`` runs in ``.tools/vllm-render``'s Python: transformers' config classes,
+the model classes' recurrent-state shapes, vLLM's cache-mode and SSM-dtype hooks, its
+hybrid block-size alignment, KV-cache grouping and bytes per block. For each config the
+sidecar, reading the same ``config.json`` text config, must give the same block size,
+bytes per block, blocks per request (every KV-cache group's) and pool of blocks. One
+subprocess for every case; vLLM's import is most of its time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecar.profiles.kv_geometry import STATE_DTYPE_BYTES, AttentionKind, KvGeometry
+from sidecar.profiles.model_config import read_text_model, text_config
+from tests.real_vllm.renderer import VLLM_RENDER
+from tests.support.hybrid_models import NEMOTRON_NANO_9B_V2, QWEN3_5_27B, QWEN3_5_35B_A3B
+
+SCRIPT = Path(__file__).with_name("vllm_kv_cache.py")
+GIB = 2**30
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+KV_DTYPE_BYTES = {"auto": None, "fp8": 1, "bfloat16": 2, "float16": 2}
+
+# Public config.json text configs (the keys that shape the KV cache), beside the hybrids.
+GEMMA_3_4B = {
+    "model_type": "gemma3_text",
+    "hidden_size": 2560,
+    "num_hidden_layers": 34,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "sliding_window": 1024,
+}
+QWEN2_5_VL_7B = {  # Qwen2.5-VL's language model is Qwen2
+    "model_type": "qwen2",
+    "hidden_size": 3584,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+}
+
+SEQUENCES = [1, 15, 16, 17, 777, 1000, 4096, 5000, 20_001, 131_072]
+
+
+def named_cases() -> list[dict[str, Any]]:
+    """The checkpoints people serve, with the flags that change their layout."""
+    cases: list[dict[str, Any]] = []
+    for text in (QWEN3_5_27B, QWEN3_5_35B_A3B):
+        cases += [
+            {"text_config": text},
+            {"text_config": text, "checkpoint_alignment": 64},  # Hopper: FlashInfer GDN
+            {"text_config": text, "prefix_caching": False},
+            {"text_config": text, "tensor_parallel_size": 2, "kv_cache_dtype": "fp8"},
+            {"text_config": text, "mamba_ssm_cache_dtype": "bfloat16"},
+        ]
+    cases += [
+        {"text_config": NEMOTRON_NANO_9B_V2},
+        {"text_config": NEMOTRON_NANO_9B_V2, "tensor_parallel_size": 2, "prefix_caching": False},
+        {"text_config": NEMOTRON_NANO_9B_V2, "mamba_cache_dtype": "float32"},
+        {"text_config": GEMMA_3_4B},
+        {"text_config": GEMMA_3_4B, "tensor_parallel_size": 2},
+        {"text_config": QWEN2_5_VL_7B},
+        {"text_config": QWEN2_5_VL_7B, "block_size": 128, "kv_cache_dtype": "fp8"},
+    ]
+    return cases
+
+
+def random_cases(count: int, seed: int = 22) -> list[dict[str, Any]]:
+    """Random Gated DeltaNet, Mamba2 and sliding-window layouts and flags."""
+    rng = random.Random(seed)
+    cases: list[dict[str, Any]] = []
+    for index in range(count):
+        tp = rng.choice([1, 2, 4])
+        family = index % 3
+        if family == 0:
+            text: dict[str, Any] = {
+                "model_type": rng.choice(["qwen3_5_text", "qwen3_5_moe_text"]),
+                "hidden_size": 1024,
+                "num_hidden_layers": rng.randint(2, 64),
+                "num_attention_heads": 16,
+                "num_key_value_heads": rng.choice([1, 2, 4, 8]),
+                "head_dim": rng.choice([64, 128, 256]),
+                "full_attention_interval": rng.randint(2, 6),
+                "linear_conv_kernel_dim": rng.choice([2, 4]),
+                "linear_key_head_dim": rng.choice([64, 128]),
+                "linear_value_head_dim": rng.choice([64, 128]),
+                "linear_num_key_heads": rng.choice([4, 8, 16]),
+                "linear_num_value_heads": rng.choice([16, 32, 48, 64]),
+            }
+            if rng.random() < 0.5:
+                text["mamba_ssm_dtype"] = rng.choice(["float32", "bfloat16"])
+        elif family == 1:
+            layers = rng.randint(4, 60)
+            pattern = "".join(rng.choice("MMM*-E") for _ in range(layers))
+            text = {
+                "model_type": "nemotron_h",
+                "hidden_size": 2048,
+                "hybrid_override_pattern": pattern + "*",
+                "num_attention_heads": 32,
+                "num_key_value_heads": rng.choice([2, 4, 8]),
+                "head_dim": rng.choice([64, 128]),
+                "mamba_num_heads": rng.choice([32, 64, 128]),
+                "mamba_head_dim": rng.choice([32, 64, 80]),
+                "n_groups": rng.choice([1, 2, 8]),
+                "ssm_state_size": rng.choice([64, 128]),
+                "conv_kernel": 4,
+            }
+            if rng.random() < 0.5:
+                text["mamba_ssm_cache_dtype"] = rng.choice(["float32", "bfloat16"])
+        else:
+            text = {
+                "model_type": "gemma3_text",
+                "hidden_size": 1024,
+                "num_hidden_layers": rng.randint(2, 62),
+                "num_attention_heads": 8,
+                "num_key_value_heads": rng.choice([1, 2, 4, 8, 16]),
+                "head_dim": rng.choice([128, 256]),
+                "sliding_window": rng.choice([512, 1000, 1024, 4096]),
+                "sliding_window_pattern": rng.randint(2, 7),
+            }
+        case: dict[str, Any] = {
+            "text_config": text,
+            "tensor_parallel_size": tp,
+            "model_dtype": rng.choice(["bfloat16", "float16", "float32"]),
+            "kv_cache_dtype": rng.choice(["auto", "auto", "fp8"]),
+            "prefix_caching": rng.random() < 0.7,
+            "block_size": rng.choice([16, 16, 32, 128]),
+            "available_bytes": rng.randint(1, 80) * GIB,
+        }
+        if family == 0 and rng.random() < 0.5:
+            case["checkpoint_alignment"] = 64
+        if family < 2 and rng.random() < 0.4:
+            case["mamba_cache_dtype"] = rng.choice(["float32", "bfloat16"])
+        if family < 2 and rng.random() < 0.4:
+            case["mamba_ssm_cache_dtype"] = rng.choice(["float32", "bfloat16", "float16"])
+        if _divisible(text, tp):
+            cases.append(case)
+    return cases
+
+
+def _divisible(text: dict[str, Any], tp: int) -> bool:
+    """Whether vLLM can split the layers' heads over ``tp`` ranks (it refuses otherwise)."""
+    heads = [text.get("linear_num_value_heads", 0), text.get("mamba_num_heads", 0)]
+    return all(h % tp == 0 for h in heads)
+
+
+def sidecar_geometry(case: dict[str, Any]) -> KvGeometry:
+    """The sidecar's geometry for ``case``, read from the same text config."""
+    text = text_config({"text_config": case["text_config"]})
+    model = read_text_model({"torch_dtype": case.get("model_dtype", "bfloat16")}, text)
+    model_dtype_bytes = DTYPE_BYTES[case.get("model_dtype", "bfloat16")]
+    kv_bytes = KV_DTYPE_BYTES[case.get("kv_cache_dtype", "auto")] or model_dtype_bytes
+    conv = case.get("mamba_cache_dtype", "auto")
+    ssm = case.get("mamba_ssm_cache_dtype", "auto")
+    conv_bytes = model_dtype_bytes if conv == "auto" else STATE_DTYPE_BYTES[conv]
+    return KvGeometry(
+        layer_groups=model.layer_groups,
+        dtype_bytes=kv_bytes,
+        tensor_parallel_size=case.get("tensor_parallel_size", 1),
+        block_size_tokens=case.get("block_size", 16),
+        layer_order=model.layer_order,
+        conv_state_dtype_bytes=conv_bytes,
+        ssm_state_dtype_bytes=None if ssm == "auto" else STATE_DTYPE_BYTES[ssm],
+        prefix_caching=case.get("prefix_caching", True),
+        prefill_checkpoint_tokens=case.get("checkpoint_alignment"),
+    )
+
+
+def vllm_layouts(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for case in cases:
+        case.setdefault("sequence_tokens", SEQUENCES)
+    answer = subprocess.run(  # noqa: S603 - our own script, fixed argv
+        [str(VLLM_RENDER / "bin" / "python"), str(SCRIPT)],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "VLLM_TARGET_DEVICE": "cpu"},
+        check=False,
+    )
+    if answer.returncode:
+        sys.stderr.write(answer.stderr[-4000:])
+    assert answer.returncode == 0, "vLLM's KV-cache code failed; its stderr is above"
+    return list(json.loads(answer.stdout))
+
+
+def differences(case: dict[str, Any], vllm: dict[str, Any]) -> list[str]:
+    """Where the sidecar's geometry disagrees with vLLM's layout for ``case``."""
+    kv = sidecar_geometry(case)
+    found = []
+    if kv.block_tokens != vllm["block_size"]:
+        found.append(f"block size {kv.block_tokens} != {vllm['block_size']}")
+    if kv.bytes_per_block != vllm["bytes_per_block"]:
+        found.append(f"bytes per block {kv.bytes_per_block} != {vllm['bytes_per_block']}")
+    pool = case.get("available_bytes", 40 * GIB) // kv.bytes_per_block
+    if pool != vllm["num_blocks"]:
+        found.append(f"pool {pool} blocks != {vllm['num_blocks']}")
+    sliding = any(g.kind is AttentionKind.SLIDING_WINDOW for g in kv.layer_groups)
+    for position, tokens in enumerate(case["sequence_tokens"]):
+        blocks = [held[position] for _, held in vllm["groups"]]
+        if sliding:
+            # vLLM's cap (steady state, nothing in flight) has a block for a window that
+            # starts mid-block, which a sequence shorter than its window cannot need.
+            ceiling = -(-tokens // vllm["block_size"])
+            blocks = [
+                min(held, ceiling) if kind == "SlidingWindowSpec" else held
+                for (kind, _), held in zip(vllm["groups"], blocks, strict=True)
+            ]
+        ours = kv.request_blocks(tokens)
+        if ours != sum(blocks):
+            found.append(f"{tokens} tokens: {ours} blocks != {sum(blocks)}")
+        if kv.request_kv_bytes(tokens) != sum(blocks) * vllm["bytes_per_block"]:
+            found.append(f"{tokens} tokens: bytes {kv.request_kv_bytes(tokens)}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def installed() -> None:
+    if not (VLLM_RENDER / "bin" / "python").is_file():
+        pytest.skip("vLLM 0.33 is not installed: python3 tests/real_vllm/install.py render")
+
+
+def test_sidecar_kv_geometry_equals_vllm_kv_cache_layout(installed: None) -> None:
+    cases = named_cases() + random_cases(60)
+    layouts = vllm_layouts(cases)
+    report = {
+        f"{index}: {json.dumps(case['text_config'])[:120]} {case}": found
+        for index, (case, layout) in enumerate(zip(cases, layouts, strict=True))
+        if (found := differences(case, layout))
+    }
+    assert not report, json.dumps(report, indent=1)[:6000]
+    hybrid = [layout for layout in layouts if layout["mamba_cache_mode"] == "align"]
+    assert len(hybrid) >= 20, "the cases must exercise the hybrid layout"
+    assert {layout["block_size"] for layout in hybrid} - {16, 32, 128}, "no raised block size"
+
+
+def test_qwen3_5_27b_worked_numbers(installed: None) -> None:
+    """The figures docs/kv-geometry.md quotes for Qwen3.5-27B on one GPU, bf16."""
+    cases = [
+        {"text_config": QWEN3_5_27B, "sequence_tokens": [8192]},
+        {"text_config": QWEN3_5_27B, "sequence_tokens": [8192], "checkpoint_alignment": 64},
+    ]
+    default, hopper = vllm_layouts(cases)
+    assert not differences(cases[0], default)
+    assert not differences(cases[1], hopper)
+    kv = sidecar_geometry(cases[0])
+    state = next(g.state for g in kv.layer_groups if g.state is not None)
+    assert kv.recurrent_state_bytes(state) == 3_207_168  # 10240x3 bf16 conv + 48x128x128 fp32
+    assert kv.attention_bytes_per_token(kv.layer_groups[0]) == 4096
+    assert (kv.block_tokens, kv.bytes_per_block) == (784, 51_380_224)
+    assert kv.request_blocks(8192) == 11 + 3 * 2  # 11 attention blocks, 2 per GDN group
+    on_hopper = replace(kv, prefill_checkpoint_tokens=64)
+    assert (on_hopper.block_tokens, on_hopper.bytes_per_block) == (832, 54_525_952)
+    assert on_hopper.request_blocks(8192) == 10 + 3 * 3
+    # Per-token arithmetic over all 64 layers: 262,144 bytes a token, 2.1 GiB at 8,192.
+    assert 64 * 4096 * 8192 == 2_147_483_648
+    assert kv.request_kv_bytes(8192) == 873_463_808

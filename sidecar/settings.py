@@ -25,8 +25,6 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from sidecar.admission.discipline import parse_objective_priorities
-
 # vLLM 0.33's MambaDType and --gdn-prefill-backend choices ("auto": vLLM's unset default).
 MambaDType = Literal["auto", "float32", "float16", "bfloat16"]
 GdnPrefillBackend = Literal["auto", "flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"]
@@ -34,6 +32,23 @@ GdnPrefillBackend = Literal["auto", "flashinfer", "triton", "cutedsl", "aiter_fl
 ENV_PREFIX = "SIDECAR_"
 Port = Annotated[int, Field(ge=0, le=65535)]
 AutoKvBudget = Annotated[str, StringConstraints(pattern=r"^auto(:(0?\.\d+|1(\.0*)?))?$")]
+
+
+def parse_objective_priorities(text: str) -> dict[str, int]:
+    """``chat=10,default=0,batch=-1`` as a mapping; raises ``ValueError`` naming the item."""
+    priorities: dict[str, int] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        try:
+            if not sep or not name:
+                raise ValueError
+            priorities[name] = int(value.strip())
+        except ValueError:
+            raise ValueError(f"expected OBJECTIVE=INTEGER, got {item!r}") from None
+    return priorities
 
 
 class Mode(StrEnum):

@@ -38,10 +38,9 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
-if TYPE_CHECKING:
-    from sidecar.settings import Settings
+from sidecar.settings import Settings, parse_objective_priorities
 
 OBJECTIVE_HEADERS = ("x-gateway-inference-objective", "x-llm-d-inference-objective")
 FAIRNESS_ID_HEADERS = ("x-gateway-inference-fairness-id", "x-llm-d-inference-fairness-id")
@@ -146,23 +145,6 @@ def classify(tags: QueueTags, policy: PriorityPolicy) -> QueueClass:
     if priority or tenant:
         return QueueClass(priority, priority < 0, tenant)
     return DEFAULT_CLASS  # one object: a replay tells the one-band case by identity
-
-
-def parse_objective_priorities(text: str) -> dict[str, int]:
-    """``chat=10,default=0,batch=-1`` as a mapping; raises ``ValueError`` naming the item."""
-    priorities: dict[str, int] = {}
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        try:
-            if not sep or not name:
-                raise ValueError
-            priorities[name] = int(value.strip())
-        except ValueError:
-            raise ValueError(f"expected OBJECTIVE=INTEGER, got {item!r}") from None
-    return priorities
 
 
 class EntryState(IntEnum):

@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from dashboards import autoscaling, generate
-from sidecar.admission.discipline import parse_objective_priorities
 from sidecar.observe.router_load import KV_USAGE, REQUESTS_WAITING
+from sidecar.settings import parse_objective_priorities
 from tests.support.crd_schemas import SCHEMA_FILES, SCHEMAS, schema_errors
 from tests.support.deploy_rendering import (
     CHART,

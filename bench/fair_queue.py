@@ -27,7 +27,8 @@ import statistics
 import sys
 import time
 
-from sidecar.admission.discipline import FairQueue, QueueClass
+from sidecar.admission.discipline import QueueClass
+from sidecar.admission.fair_queue import FairQueue
 from sidecar.admission.ledger import KvLedger
 
 WAITING = 10_000

@@ -13,7 +13,8 @@ only from its own stage or an earlier one (``tests/unit/test_layout.py`` keeps i
    text tokens, prompt tokens and KV bytes in whole blocks
 4. ``admission/``  admit, downscale, wait or reject: the pure decision, the budgets, the
    downscale plan, the in-flight KV ledger, the order its waiters are served in (priority
-   bands, KV-fair between tenants: ``admission.discipline``) and the saturation gate
+   bands, KV-fair between tenants: ``admission.discipline``, ``admission.fair_queue``) and
+   the saturation gate
 5. ``engine``      what vLLM reports about itself, and what it changes in the budgets
 6. ``observe/``    metrics, their labels, the request record and its one log line, usage,
    the traffic log (``observe.traffic``: one line per request, for replay), the router

@@ -204,7 +204,7 @@ async def measure(per_kind: int, seed: int) -> dict[str, dict[str, list[float]]]
     for name, builtin in MODELS.items():
         directory = ensure_model(name)
         profile = load_profile(str(directory))
-        counter = PromptCounter.from_model_dir(directory, profile.model_type)
+        counter = PromptCounter.from_model_dir(directory, profile.architecture.prompt_family)
         exact = Pricer(profile, PricingPolicy(), None, counter)
         estimated = Pricer(load_profile(builtin), PricingPolicy(), None, None)
         by_kind: dict[str, list[float]] = defaultdict(list)

@@ -242,9 +242,11 @@ def _inflight() -> tuple[Panel, ...]:
                 "band {{band}} oldest wait (s)",
             ),
             Query(
-                # ">= 0" drops the bands nobody waited in (their quantile is NaN).
+                # Only bands with waits in the window: a quiet band's quantile is 0/0.
                 "histogram_quantile(0.95, "
-                f"{sum_rate('vlm_sidecar_band_queue_wait_seconds_bucket', by='band, le')}) >= 0",
+                f"{sum_rate('vlm_sidecar_band_queue_wait_seconds_bucket', by='band, le')})"
+                " and on (band) "
+                f"({sum_rate('vlm_sidecar_band_queue_wait_seconds_count', by='band')} > 0)",
                 "band {{band}} p95 wait (s)",
             ),
             Query(f"max({select('vlm_sidecar_queue_timeout_seconds')})", "timeout (s)"),

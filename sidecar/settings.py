@@ -25,6 +25,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
+
 # vLLM 0.33's MambaDType and --gdn-prefill-backend choices ("auto": vLLM's unset default).
 MambaDType = Literal["auto", "float32", "float16", "bfloat16"]
 GdnPrefillBackend = Literal["auto", "flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"]
@@ -224,7 +226,7 @@ class Settings(BaseSettings):
     )
     max_request_kv_bytes: ByteSize | None = Field(None, description="KV of one request.")
     max_decode_pixels: PositiveInt = Field(
-        178_956_970, description="Hard limit: larger headers are refused, never decoded."
+        VLLM_MAX_IMAGE_PIXELS, description="Hard limit: larger headers are refused, never decoded."
     )
     max_body_bytes: ByteSize = Field(ByteSize(64 * 2**20), description="Request body limit.")
     max_request_parts: PositiveInt = Field(

@@ -52,7 +52,7 @@ from sidecar.video.probe import (
     probe_video_bytes,
     probe_video_prefix,
 )
-from sidecar.vision import VisionRule
+from sidecar.vision import VLLM_MAX_IMAGE_PIXELS, VisionRule
 
 
 class _CooperativeLoop:
@@ -77,7 +77,7 @@ class PricingPolicy:
     """The operator's choices that change a price."""
 
     remote_images: RemoteImages = RemoteImages.ASSUME_MAX
-    max_decode_pixels: int = 178_956_970
+    max_decode_pixels: int = VLLM_MAX_IMAGE_PIXELS
     video_tokens_per_item: int = 16_384
     audio_tokens_per_item: int = 1_500
     embeds_tokens_per_item: int = 0  # 0: embeddings inputs are refused, as vLLM does by default
@@ -252,7 +252,7 @@ class Pricer:
                                  for i in sequence.images)
                     for sequence, prompt in zip(parsed.sequences, prompts, strict=True)
                 ], True  # fmt: skip
-        overhead = self.text_overhead or overhead_for(self.profile.model_type)
+        overhead = self.text_overhead or overhead_for(self.profile.architecture.prompt_family)
         tools = bool(parsed.skeleton.get("tools"))
         return [
             estimate_sequence_tokens(

@@ -61,9 +61,13 @@ FAMILY_OVERHEADS = {
 GENERIC_OVERHEAD = TemplateOverhead(fixed_tokens=16, per_message_tokens=8, tools_tokens=0)
 
 
-def overhead_for(model_type: str) -> TemplateOverhead:
-    """The built-in framing of a model family."""
-    return FAMILY_OVERHEADS.get(model_type, GENERIC_OVERHEAD)
+def overhead_for(prompt_family: str | None) -> TemplateOverhead:
+    """The built-in framing of a prompt family (an architecture's ``prompt_family``)."""
+    return (
+        GENERIC_OVERHEAD
+        if prompt_family is None
+        else FAMILY_OVERHEADS.get(prompt_family, GENERIC_OVERHEAD)
+    )
 
 
 def text_estimate(sequence: SequenceRef, chars_per_token: float) -> int:

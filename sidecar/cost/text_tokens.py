@@ -37,7 +37,8 @@ from sidecar.cost.template_format import ContentFormat
 
 SEGMENT_CACHE_SIZE = 16_384  # distinct text stretches remembered; each is a few hundred bytes
 
-# model_type -> (placeholder token in the rendered prompt, vLLM's string-format placeholders)
+# prompt family (an architecture's ``prompt_family``) -> the placeholder token in the rendered
+# prompt; QWEN_PLACEHOLDERS are vLLM's string-format placeholders of those families
 IMAGE_PLACEHOLDERS = {
     "qwen2_vl": "<|image_pad|>",
     "qwen2_5_vl": "<|image_pad|>",
@@ -67,9 +68,10 @@ class PromptCounter:
     merge_inline_system: bool  # the template refuses a system message after the first
 
     @classmethod
-    def from_model_dir(cls, directory: Path, model_type: str) -> PromptCounter | None:
-        """The counter for a model directory, or None when it lacks the files or placeholder."""
-        image_token = IMAGE_PLACEHOLDERS.get(model_type)
+    def from_model_dir(cls, directory: Path, prompt_family: str | None) -> PromptCounter | None:
+        """The counter for a model directory whose architecture has ``prompt_family``
+        (``sidecar.profiles.architectures``), or None when it lacks the files or placeholder."""
+        image_token = None if prompt_family is None else IMAGE_PLACEHOLDERS.get(prompt_family)
         tokenizer_file = directory / "tokenizer.json"
         if image_token is None or not tokenizer_file.is_file():
             return None

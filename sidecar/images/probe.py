@@ -46,6 +46,7 @@ from sidecar.images.data_uri import (
 )
 from sidecar.images.headers import SUPPORTED_FORMATS
 from sidecar.images.headers.contract import ByteSource, StoredHeader
+from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
 
 __all__ = [
     "DEFAULT_MAX_IMAGE_PIXELS",
@@ -59,7 +60,7 @@ __all__ = [
     "validate_base64",
 ]
 
-DEFAULT_MAX_IMAGE_PIXELS = 178_956_970  # Pillow's bomb limit (2 x MAX_IMAGE_PIXELS) = vLLM's
+DEFAULT_MAX_IMAGE_PIXELS = VLLM_MAX_IMAGE_PIXELS
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,7 @@ from sidecar.images.addresses import (
 )
 from sidecar.images.probe import ImageHeader, probe_bytes
 from sidecar.images.resolver import PinnedResolver, Resolver, resolve_with_getaddrinfo
+from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
 
 __all__ = [  # IPAddress, Resolver and the two defaults shape the prober's constructor
     "IPAddress",
@@ -98,7 +99,7 @@ class RemoteImagePolicy:
     timeout_seconds: float = 5.0
     max_redirects: int = 3
     initial_window_bytes: int = 16 << 10
-    max_image_pixels: int = 178_956_970
+    max_image_pixels: int = VLLM_MAX_IMAGE_PIXELS
 
 
 class RemoteImageProber:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.errors import ConfigurationError
+from sidecar.profiles.architectures import Architecture, resolve_architecture
 from sidecar.profiles.builtins import BUILTIN_MODELS
 from sidecar.profiles.kv_geometry import (
     GDN_PREFILL_CHECKPOINT_TOKENS,
@@ -29,7 +30,7 @@ from sidecar.profiles.model_config import read_text_model, text_config, validate
 from sidecar.settings import Settings
 from sidecar.video import VideoRule
 from sidecar.video.qwen import QwenVideoRule
-from sidecar.vision import VisionRule
+from sidecar.vision import PixelLimited, VisionRule
 from sidecar.vision.anyres import AnyresRule
 from sidecar.vision.fixed import FixedTokensRule
 from sidecar.vision.gemma3 import Gemma3Rule
@@ -37,7 +38,6 @@ from sidecar.vision.glm4v import Glm4vSmartResizeRule
 from sidecar.vision.idefics3 import SplitImageRule
 from sidecar.vision.internvl import InternVLRule
 from sidecar.vision.llama4 import Llama4Rule
-from sidecar.vision.mllama import MllamaRule
 from sidecar.vision.pixtral import PixtralRule
 from sidecar.vision.qwen import QwenSmartResizeRule
 
@@ -67,28 +67,23 @@ def _llava_rule(family: str, config: dict[str, Any], preprocessor: dict[str, Any
 VideoRuleFactory = Callable[[str, dict[str, Any], dict[str, Any]], VideoRule]
 
 
-def _as_family(factory: VisionRuleFactory | VideoRuleFactory, family: str) -> Any:
-    """``factory`` for another ``model_type`` of the same processor family (a MoE sibling)."""
-    return lambda _model_type, config, preprocessor: factory(family, config, preprocessor)
-
-
-# Families whose videos are priced exactly; the others get SIDECAR_VIDEO_TOKENS_PER_ITEM.
+# Families whose videos are priced exactly (an architecture's ``video_rule``); the others get
+# SIDECAR_VIDEO_TOKENS_PER_ITEM.
 VIDEO_RULES: dict[str, VideoRuleFactory] = {
     "qwen2_vl": QwenVideoRule.from_configs,
     "qwen2_5_vl": QwenVideoRule.from_configs,
     "qwen3_vl": QwenVideoRule.from_configs,
-    "qwen3_vl_moe": _as_family(QwenVideoRule.from_configs, "qwen3_vl"),
 }
 
+# Each rule family's constructor, keyed by the name ``architectures.ARCHITECTURES`` uses.
 VISION_RULES: dict[str, VisionRuleFactory] = {
     "qwen2_vl": QwenSmartResizeRule.from_configs,
     "qwen2_5_vl": QwenSmartResizeRule.from_configs,
     "qwen3_vl": QwenSmartResizeRule.from_configs,
-    "qwen3_vl_moe": _as_family(QwenSmartResizeRule.from_configs, "qwen3_vl"),
     "llava": _llava_rule,
     "gemma3": Gemma3Rule.from_configs,
     "mistral3": PixtralRule.from_configs,
-    "mllama": MllamaRule.from_configs,
+    "lightonocr": PixtralRule.from_lightonocr_configs,
     "glm4v": Glm4vSmartResizeRule.from_configs,
     "llava_next": AnyresRule.from_llava_next_configs,
     "llava_onevision": AnyresRule.from_llava_onevision_configs,
@@ -140,6 +135,7 @@ class ModelProfile:
 
     name: str
     model_type: str
+    architecture: Architecture  # its entry in vLLM 0.33's registry, as the table holds it
     vision: VisionRule
     kv: KvGeometry
     max_position_embeddings: int
@@ -260,22 +256,19 @@ def profile_from_configs(
     transformers' ``BaseVideoProcessor.get_video_processor_dict`` does, the video processor is
     built from ``preprocessor`` (the image processor's values).
     """
+    architecture = resolve_architecture(name, config)
     model_type = str(config.get("model_type", ""))
-    factory = VISION_RULES.get(model_type)
-    if factory is None:
-        raise ConfigurationError(
-            f"model {name!r} has model_type {model_type!r}, which the sidecar does not "
-            f"support; supported: {', '.join(sorted(VISION_RULES))}"
-        )
+    rule = architecture.rule or ""  # resolve_architecture returns priced entries only
+    factory = VISION_RULES[rule]
+    config = architecture.model_config(config)
     text = text_config(config)
     try:
-        vision = factory(model_type, config, preprocessor)
-        video_factory = VIDEO_RULES.get(model_type)
+        vision = PixelLimited(factory(rule, config, preprocessor))
         video = (
             None
-            if video_factory is None
-            else video_factory(
-                model_type,
+            if architecture.video_rule is None
+            else VIDEO_RULES[architecture.video_rule](
+                architecture.video_rule,
                 config,
                 preprocessor if video_preprocessor is None else video_preprocessor,
             )
@@ -287,6 +280,7 @@ def profile_from_configs(
     return ModelProfile(
         name=name,
         model_type=model_type,
+        architecture=architecture,
         vision=vision,
         kv=KvGeometry(
             layer_groups=text_model.layer_groups,

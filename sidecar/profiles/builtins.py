@@ -110,6 +110,54 @@ def _qwen3(
     )
 
 
+def _qwen3_5(
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    linear_value_heads: int,
+    *,
+    moe: bool = False,
+) -> BuiltinModel:
+    """A Qwen3.5 / Qwen3.6 checkpoint: Gated DeltaNet (linear attention) layers with every
+    4th layer full attention (head_dim 256), behind the Qwen3-VL processor files.
+
+    Every size shares head_dim 256, 16 linear key heads of 128, value heads of 128, a conv
+    kernel of 4, 262,144 positions, bfloat16, and a vision tower of patch 16, merge 2 whose
+    merger projects to the text width. The processor files are the Qwen3-VL family's (vLLM's
+    ``Qwen3_5ProcessingInfo`` is ``Qwen3VLProcessingInfo`` with its own config class)."""
+    model_type = "qwen3_5_moe" if moe else "qwen3_5"
+    architecture = (
+        "Qwen3_5MoeForConditionalGeneration" if moe else "Qwen3_5ForConditionalGeneration"
+    )
+    config = {
+        "architectures": [architecture],
+        "model_type": model_type,
+        "text_config": _text_tower(f"{model_type}_text", hidden, layers, heads, kv_heads, 262144)
+        | {
+            "head_dim": 256,
+            "dtype": "bfloat16",
+            "full_attention_interval": 4,
+            "layer_types": [
+                "full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(layers)
+            ],
+            "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 128,
+            "linear_num_key_heads": 16,
+            "linear_num_value_heads": linear_value_heads,
+            "linear_value_head_dim": 128,
+        },
+        "vision_config": {
+            "model_type": f"{model_type}_vision",
+            "patch_size": 16,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "out_hidden_size": hidden,
+        },
+    }
+    return BuiltinModel(config, _QWEN3_PREPROCESSOR, video_preprocessor=_QWEN3_VIDEO_PREPROCESSOR)
+
+
 # google/gemma-3-*-it preprocessor_config.json (Synthetica-AI/gemma-3-4b-it "Copy model
 # google/gemma-3-4b-it"; same in RedHatAI/gemma-3-12b-it-quantized.w4a16), plus
 # processor_config.json's image_seq_length. do_pan_and_scan is null: Gemma3Processor reads False.
@@ -118,14 +166,6 @@ _GEMMA3_PREPROCESSOR: dict[str, Any] = {
     "size": {"height": 896, "width": 896},
     "do_pan_and_scan": None,
     "image_seq_length": 256,
-}
-# Llama-3.2-11B-Vision-Instruct preprocessor_config.json (copies in EricB/...-UQFF,
-# hfhugs/Llama-3.2-90B-Vision-Instruct; quoted in a public mllama write-up).
-_MLLAMA_PREPROCESSOR: dict[str, Any] = {
-    "image_processor_type": "MllamaImageProcessor",
-    "size": {"height": 560, "width": 560},
-    "max_image_tiles": 4,
-    "do_pad": True,
 }
 
 
@@ -287,6 +327,22 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "Qwen/Qwen3-VL-30B-A3B-Instruct": _qwen3(
         2048, 48, 32, 4, 31_070_000_000, model_type="qwen3_vl_moe"
     ),
+    # Qwen3.5 / 3.6 text_config values, from public transcriptions of each checkpoint's
+    # config.json (parameter counts not read: plan has no weight figure for them).
+    # 9B: 32 layers, hidden 4096, 16 heads, 4 KV heads, 32 linear value heads (a deployment's
+    # check of the published artifact's topology).
+    "Qwen/Qwen3.5-9B": _qwen3_5(4096, 32, 16, 4, 32),
+    # 27B: 64 layers, hidden 5120, 24 heads, 4 KV heads, 48 linear value heads (Megatron-Bridge's
+    # Qwen3.5-27B test config; slime's launch arguments agree: 24 heads, 4 groups, kv 256).
+    "Qwen/Qwen3.5-27B": _qwen3_5(5120, 64, 24, 4, 48),
+    # 35B-A3B (MoE, 256 experts): 40 layers, hidden 2048, 16 heads, 2 KV heads (a pinned audit of
+    # the public config); 32 linear value heads as in public Qwen3.5-MoE parser tests of that
+    # width (medium confidence). Qwen3.6-35B-A3B ships the same text_config layout.
+    "Qwen/Qwen3.5-35B-A3B": _qwen3_5(2048, 40, 16, 2, 32, moe=True),
+    "Qwen/Qwen3.6-35B-A3B": _qwen3_5(2048, 40, 16, 2, 32, moe=True),
+    # 397B-A17B (MoE, 512 experts): 60 layers, hidden 4096, 32 heads, 2 KV heads, 64 linear value
+    # heads (the checkpoint's config.json as quoted in a public parallelism analysis).
+    "Qwen/Qwen3.5-397B-A17B": _qwen3_5(4096, 60, 32, 2, 64, moe=True),
     # config.json: Synthetica-AI/gemma-3-4b-it ("Copy model google/gemma-3-4b-it"); public copies of
     # the 12B/27B text_config (12B: 3840/48/16/8, head_dim default 256; 27B: head_dim 128).
     "google/gemma-3-4b-it": BuiltinModel(_gemma3(2560, 34, 8, 4, 256), _GEMMA3_PREPROCESSOR),
@@ -317,24 +373,6 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
             "vision_config": {"model_type": "pixtral", "image_size": 1540, "patch_size": 14},
         },
         preprocessor=_pixtral_preprocessor(14, 1540, spatial_merge_size=2),
-    ),
-    # config.json: public copies of the 11B-Vision config (text 4096/40 layers incl. cross-attention
-    # layers [3, 8, ..., 38], 32 heads, 8 KV heads; vision 560 px, patch 14, 4 tiles).
-    # vLLM 0.33 cannot serve it (see sidecar/vision/mllama.py); the profile prices it as vLLM 0.10.
-    "meta-llama/Llama-3.2-11B-Vision-Instruct": BuiltinModel(
-        config={
-            "model_type": "mllama",
-            "torch_dtype": "bfloat16",
-            "text_config": _text_tower("mllama_text_model", 4096, 40, 32, 8, 131072)
-            | {"cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]},
-            "vision_config": {
-                "model_type": "mllama_vision_model",
-                "image_size": 560,
-                "patch_size": 14,
-                "max_num_tiles": 4,
-            },
-        },
-        preprocessor=_MLLAMA_PREPROCESSOR,
     ),
     # config.json: GLM-4.1V-9B text 4096/40 layers/32 heads/2 KV heads (public copies of the
     # checkpoint's config); 65,536 positions (model card). Preprocessor: public copies

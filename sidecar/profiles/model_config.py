@@ -48,12 +48,6 @@ TEXT_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
         "sliding_window_pattern": 6,
     },
     "mistral": {"num_attention_heads": 32, "num_key_value_heads": 8},
-    "mllama_text_model": {
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "max_position_embeddings": 131072,
-        "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
-    },
     "glm4v_text": {"num_attention_heads": 32, "num_key_value_heads": 2},
     # Qwen3_5TextConfig / Qwen3_5MoeTextConfig: every full_attention_interval-th layer is
     # full attention, the others Gated DeltaNet linear attention.

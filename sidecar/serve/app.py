@@ -182,7 +182,7 @@ def make_app(
 def _prompt_counter(settings: Settings, profile: ModelProfile) -> PromptCounter | None:
     if not settings.exact_text_tokens or profile.source == "builtin":
         return None
-    return PromptCounter.from_model_dir(Path(profile.source), profile.model_type)
+    return PromptCounter.from_model_dir(Path(profile.source), profile.architecture.prompt_family)
 
 
 def _text_overhead(settings: Settings, profile: ModelProfile) -> TemplateOverhead | None:

@@ -36,8 +36,9 @@ import av.error
 
 from sidecar.errors import TruncatedImageError, VideoError
 from sidecar.video import isobmff
+from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
 
-DEFAULT_MAX_FRAME_PIXELS = 178_956_970  # the image limit, SIDECAR_MAX_DECODE_PIXELS
+DEFAULT_MAX_FRAME_PIXELS = VLLM_MAX_IMAGE_PIXELS  # the image limit, SIDECAR_MAX_DECODE_PIXELS
 _EPS_ZERO = 0.000025  # OpenCV's eps_zero: a duration below it counts as unknown
 _EBML_MAGIC = b"\x1a\x45\xdf\xa3"  # Matroska and WebM
 

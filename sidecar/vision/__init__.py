@@ -4,6 +4,10 @@ Each family is one small module with one frozen dataclass implementing ``VisionR
 A rule is pure arithmetic over the size read from the image header; it never sees pixels.
 It must agree exactly with the family's Hugging Face processor, refusals included.
 
+Every profile's rule is wrapped in ``PixelLimited``, which refuses an image above vLLM's
+decode limit (``VLLM_MAX_IMAGE_PIXELS``) with vLLM's own message before any rule sees it, so
+no rule, old or new, can price what vLLM will not load.
+
 Shared pieces, so that each piece of arithmetic exists once: ``smart_resize`` (the Qwen and
 GLM resizes), ``tiling`` (downscale geometry and the ``TiledDownscale`` mixin), and here the
 ``NoPixelRange`` mixin for processors that ignore vLLM's pixel bounds.
@@ -18,6 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol, Self
+
+from sidecar.errors import UnsupportedImageSizeError
+
+# vLLM's VLLM_MAX_IMAGE_PIXELS default (vllm/envs.py), Pillow's decompression-bomb limit
+# (2 x Image.MAX_IMAGE_PIXELS): vLLM refuses a larger image as it loads it
+# (vllm/multimodal/media/image.py ImageMediaIO.load_bytes), whatever the model.
+VLLM_MAX_IMAGE_PIXELS = 178_956_970
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,3 +99,51 @@ class NoPixelRange:
     def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> Self:
         """This rule itself: the bounds do not reach its processor."""
         return self
+
+
+def refuse_above_pixel_limit(width_px: int, height_px: int) -> None:
+    """Raise UnsupportedImageSizeError, in vLLM's words, for an image vLLM will not load."""
+    pixels = width_px * height_px
+    if pixels > VLLM_MAX_IMAGE_PIXELS:
+        raise UnsupportedImageSizeError(
+            f"Image dimensions {width_px}x{height_px} ({pixels} pixels) exceed the maximum of "
+            f"{VLLM_MAX_IMAGE_PIXELS} pixels. Set VLLM_MAX_IMAGE_PIXELS to increase this limit."
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PixelLimited:
+    """A family's rule behind vLLM's decode limit: the profile's rule, whatever the family."""
+
+    rule: VisionRule
+
+    def __getattr__(self, name: str) -> object:
+        # The family's own parameters (a Qwen rule's max_pixels, read by admission's
+        # processor-kwargs plan) read through; only pricing goes through the limit.
+        if name == "rule":  # not yet set: unpickling or copying before __init__
+            raise AttributeError(name)
+        return getattr(self.rule, name)
+
+    @property
+    def family(self) -> str:
+        return self.rule.family
+
+    def image_tokens(self, width_px: int, height_px: int) -> ImageTokens:
+        refuse_above_pixel_limit(width_px, height_px)
+        return self.rule.image_tokens(width_px, height_px)
+
+    def max_image_tokens(self) -> ImageTokens:
+        return self.rule.max_image_tokens()
+
+    def downscale_size(
+        self, width_px: int, height_px: int, *, max_tokens: int | None, max_pixels: int | None
+    ) -> tuple[int, int]:
+        return self.rule.downscale_size(
+            width_px, height_px, max_tokens=max_tokens, max_pixels=max_pixels
+        )
+
+    def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> PixelLimited:
+        return PixelLimited(self.rule.with_pixel_range(min_pixels, max_pixels))
+
+    def describe(self) -> str:
+        return self.rule.describe()

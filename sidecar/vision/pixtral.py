@@ -14,6 +14,9 @@ Two edges follow the processor run on real images, not transformers' size-only c
 - a side that the shrink floors to 0 px (e.g. 2000 x 1 with L = 1024): the processor refuses
   the image (an empty target size), while the count reports 0 tokens.
 
+LightOnOCR (``from_lightonocr_configs``) is the same grid as vLLM 0.33 counts it for that model:
+fitted into ``vision_config.image_size``, ``rows x cols`` tokens with no break or end tokens.
+
 vLLM with ``--tokenizer-mode mistral`` counts with mistral_common instead, which rounds the
 shrunken sides; the rule follows the Hugging Face processor (``--tokenizer-mode auto/hf``).
 """
@@ -39,6 +42,7 @@ class PixtralRule(NoPixelRange):
     merge_size: int
     longest_edge_px: int
     wrapper_tokens: int = 0  # the template's [IMG] is replaced, not wrapped
+    row_breaks: bool = True  # False: LightOnOCR's rows x cols, no [IMG_BREAK] / [IMG_END]
 
     @classmethod
     def from_configs(
@@ -59,6 +63,23 @@ class PixtralRule(NoPixelRange):
         if patch is None or longest is None:
             raise ValueError("Pixtral config has no patch_size or longest_edge")
         return cls(family, int(patch), int(merge), int(longest))
+
+    @classmethod
+    def from_lightonocr_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> PixtralRule:
+        """LightOnOCR, as vLLM 0.33's ``LightOnOCRProcessingInfo`` counts it: Pixtral's grid
+        fitted into ``vision_config.image_size`` (not the processor's ``longest_edge``), cells of
+        ``patch_size x spatial_merge_size``, one token a cell and no break or end tokens."""
+        vision = config["vision_config"]
+        merge = config.get("spatial_merge_size") or 1
+        return cls(
+            family,
+            int(vision["patch_size"]),
+            int(merge),
+            int(vision["image_size"]),
+            row_breaks=False,
+        )
 
     @property
     def cell_px(self) -> int:
@@ -81,7 +102,8 @@ class PixtralRule(NoPixelRange):
                 f"image {width_px}x{height_px} shrinks to zero pixels on one side when fitted "
                 f"into {self.longest_edge_px} px; the model's processor refuses it"
             )
-        return ImageTokens(tokens=rows * (cols + 1), wrapper_tokens=self.wrapper_tokens)
+        tokens = rows * (cols + 1) if self.row_breaks else rows * cols
+        return ImageTokens(tokens=tokens, wrapper_tokens=self.wrapper_tokens)
 
     def max_image_tokens(self) -> ImageTokens:
         # A longest_edge square keeps its size and fills the most rows and columns.
@@ -115,7 +137,5 @@ class PixtralRule(NoPixelRange):
         return size(long_px)
 
     def describe(self) -> str:
-        return (
-            f"fit into {self.longest_edge_px} px, cells of {self.cell_px} px; "
-            f"tokens = rows x (cols + 1), one break per row"
-        )
+        count = "rows x (cols + 1), one break per row" if self.row_breaks else "rows x cols"
+        return f"fit into {self.longest_edge_px} px, cells of {self.cell_px} px; tokens = {count}"

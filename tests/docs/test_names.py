@@ -28,7 +28,7 @@ def _ids(page: Path) -> str:
 def test_every_path_a_page_names_exists(page: Path) -> None:
     missing = []
     for named in PATH.findall(page.read_text(encoding="utf-8")):
-        path = named.split("::")[0].rstrip(".,;:")  # a pytest id names its file
+        path = named.partition("::")[0].rstrip(".,;:")  # a pytest node id names its file
         if "<" in path or "{" in path:  # a pattern such as sidecar/vision/<family>.py
             continue
         found = list(ROOT.glob(path)) if "*" in path else [ROOT / path]
@@ -62,3 +62,23 @@ def test_every_metric_a_page_names_is_in_the_metrics_table(page: Path) -> None:
         if not {name, family, f"{family}_total"} & table:
             unknown.append(name)
     assert unknown == []
+
+
+# The glossary's words that are the checkpoint's or vLLM's, not the sidecar's code.
+NOT_CODE = {"Qwen2_5_VLForConditionalGeneration", "architectures", "config.json"}
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def test_every_code_name_in_the_glossary_is_in_the_code() -> None:
+    code = "\n".join(path.read_text(encoding="utf-8") for path in (ROOT / "sidecar").rglob("*.py"))
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code))
+    glossary = (DOCS / "glossary.md").read_text(encoding="utf-8")
+    named = {
+        name
+        for name in re.findall(r"`([^`]+)`", glossary)
+        if IDENTIFIER.fullmatch(name) and not name.startswith(("SIDECAR_", "vlm_sidecar_"))
+    }
+    gone = sorted(
+        name for name in named - NOT_CODE if not all(part in words for part in name.split("."))
+    )
+    assert gone == [], "renamed in the code: update docs/glossary.md"

@@ -8,13 +8,11 @@ so no output can be shown that no test produces.
 from __future__ import annotations
 
 import difflib
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.support.cli import run_cli
-from tests.support.doc_blocks import MARKER, Block, all_blocks, markers, pages
+from tests.support.doc_blocks import MARKER, Block, all_blocks, markers, pages, run_transcript
 
 KINDS = {"transcript": "```", "table": "|"}  # what the line after each marker opens
 BLOCKS = all_blocks()
@@ -43,41 +41,22 @@ def test_every_marker_is_known_and_stands_before_a_block(page: Path) -> None:
 
 
 @pytest.mark.parametrize("block", TRANSCRIPTS, ids=lambda block: block.name)
-def test_transcript_shows_what_its_commands_print(
-    block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for name in [name for name in os.environ if name.startswith("SIDECAR_")]:
-        monkeypatch.delenv(name)
-    files = [path for path in block.options.get("files", "").split(",") if path]
-    fresh = {path: str(tmp_path / Path(path).name) for path in files}
-
-    def inward(text: str) -> str:
-        for shown, real in fresh.items():
-            text = text.replace(shown, real)
-        return text
-
-    def outward(text: str) -> str:
-        for shown, real in fresh.items():
-            text = text.replace(real, shown)
-        return text
-
+def test_transcript_shows_what_its_commands_print(block: Block, tmp_path: Path) -> None:
     for command in block.commands():
-        assert command.argv[:1] == ["vlm-sidecar"], f"{block.name}: only vlm-sidecar is run"
         if command.argv[1:2] == ["demo"]:  # a test binds no fixed port
             assert _flag(command.argv, "--port") == _flag(command.argv, "--metrics-port") == "0"
-        with monkeypatch.context() as env:
-            for name, value in command.env.items():
-                env.setenv(name, inward(value))
-            _, printed = run_cli(*[inward(word) for word in command.argv[1:]])
+    for command, printed in run_transcript(block, tmp_path):
         if command.shown is None:
             continue
-        got = [line.rstrip() for line in outward(printed).rstrip("\n").splitlines()]
         shown = list(command.shown)
         while shown and not shown[-1]:
             shown.pop()
-        if got != shown:
-            diff = "\n".join(difflib.unified_diff(shown, got, "shown", "printed", lineterm=""))
-            pytest.fail(f"{block.name}: `{' '.join(command.argv)}` prints otherwise:\n{diff}")
+        if printed != shown:
+            diff = "\n".join(difflib.unified_diff(shown, printed, "shown", "printed", lineterm=""))
+            pytest.fail(
+                f"{block.name}: `{' '.join(command.argv)}` prints otherwise "
+                f"(python -m tests.support.doc_blocks rewrites the docs):\n{diff}"
+            )
 
 
 def _flag(argv: list[str], name: str) -> str | None:

@@ -123,7 +123,9 @@ async def test_proxy_caps_prompt_tokens_at_the_models_context_by_default(
     standin.set_cache_config(max_model_len=128_000)  # vLLM serving the model's full context
     sidecar = await make_sidecar()
     assert sidecar.app[BUDGETS].current.max_request_prompt_tokens == 128_000
-    framing = overhead_for(PROFILE.model_type)  # the estimate's template framing, one message
+    framing = overhead_for(
+        PROFILE.architecture.prompt_family
+    )  # the estimate's template framing, one message
     room = 128_000 - framing.fixed_tokens - framing.per_message_tokens
     fits = await post(session, sidecar, chat(text="x" * (3 * room)))
     assert fits.status == 200, fits.body

@@ -128,7 +128,7 @@ async def test_exact_prompt_tokens_equal_the_qwen25_vl_processor(
     body: dict[str, Any], model_dir: Path, oracle: _ProcessorWithoutVideo
 ) -> None:
     profile = load_profile(str(model_dir))
-    counter = PromptCounter.from_model_dir(model_dir, profile.model_type)
+    counter = PromptCounter.from_model_dir(model_dir, profile.architecture.prompt_family)
     assert counter is not None
     pricer = Pricer(profile, Settings(model=str(model_dir)), None, counter)
     raw = orjson.dumps(body)

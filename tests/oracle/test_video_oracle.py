@@ -363,7 +363,7 @@ async def test_qwen3_video_prompt_tokens_equal_vllms_expansion_with_the_tokenize
     qwen3_dir: Path,
 ) -> None:
     profile = load_profile(str(qwen3_dir))
-    counter = PromptCounter.from_model_dir(qwen3_dir, profile.model_type)
+    counter = PromptCounter.from_model_dir(qwen3_dir, profile.architecture.prompt_family)
     assert counter is not None
     assert isinstance(profile.video, QwenVideoRule)
     video = make_video(32, 32, 75, Fraction(15, 2))

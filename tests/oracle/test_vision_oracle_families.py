@@ -1,4 +1,4 @@
-"""Gemma 3, Pixtral, Mistral Small 3.1, Llama 3.2 Vision and GLM-4.1V against transformers.
+"""Gemma 3, Pixtral, Mistral Small 3.1 and GLM-4.1V against transformers.
 
 The oracle is transformers 5.24 itself, PIL backends only (no torch), built with ``from_dict``
 from the shipped values the sidecar loads, and tiny local tokenizers whose vocabulary is just
@@ -12,14 +12,12 @@ the special tokens a processor inserts. Two oracle paths per family, as in
     processor's ``resize`` calls it (on a channels-first array of the image's shape), then
     ``PixtralProcessor.replace_image_token``; an empty side is a refusal, as the processor's
     resize raises (the full path below shows it);
-  - Llama 3.2 Vision: transformers' ``get_optimal_tiled_canvas``. The vision states per tile,
-    ``(560 / 14)**2 + 1``, belong to the torch-only vision model and are copied;
   - GLM-4.1V: ``Glm4vImageProcessorPil.get_number_of_image_patches`` divided by
     ``merge_size**2``, as ``Glm4vProcessor._get_num_multimodal_tokens`` does.
 * full, for a smaller sample of real Pillow images: the processor's ``__call__``, counting
-  what it puts in ``input_ids`` (Gemma 3, Pixtral, Mllama; Mllama's tiles from its
-  ``aspect_ratio_mask``). ``Glm4vProcessor`` needs a torch video processor to be built, so
-  GLM runs its image processor and then the processor's own ``replace_image_token``.
+  what it puts in ``input_ids`` (Gemma 3, Pixtral). ``Glm4vProcessor`` needs a torch video
+  processor to be built, so GLM runs its image processor and then the processor's own
+  ``replace_image_token``.
 
 ``PixtralProcessor``'s module imports one size helper from the torchvision image processor;
 the import below stands the PIL module's identical function in for it (a test checks that
@@ -51,11 +49,6 @@ from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImagePr
 from transformers.models.gemma3.processing_gemma3 import Gemma3Processor
 from transformers.models.glm4v.image_processing_pil_glm4v import Glm4vImageProcessorPil
 from transformers.models.glm4v.processing_glm4v import Glm4vProcessor
-from transformers.models.mllama.image_processing_pil_mllama import (
-    MllamaImageProcessorPil,
-    get_optimal_tiled_canvas,
-)
-from transformers.models.mllama.processing_mllama import MllamaProcessor
 from transformers.models.pixtral import image_processing_pil_pixtral as pixtral_pil
 
 from sidecar.errors import UnsupportedImageSizeError
@@ -85,7 +78,6 @@ RANDOM_SIZES_PER_FAMILY = 1_000
 GEMMA3 = "google/gemma-3-4b-it"
 PIXTRAL = "mistral-community/pixtral-12b"
 MISTRAL_SMALL = "mistralai/Mistral-Small-3.1-24B-Instruct-2503"
-MLLAMA = "meta-llama/Llama-3.2-11B-Vision-Instruct"
 GLM4V = "zai-org/GLM-4.1V-9B-Thinking"
 NEW_BUILTINS = [
     "google/gemma-3-4b-it",
@@ -93,7 +85,6 @@ NEW_BUILTINS = [
     "google/gemma-3-27b-it",
     PIXTRAL,
     MISTRAL_SMALL,
-    MLLAMA,
     GLM4V,
 ]
 
@@ -235,38 +226,6 @@ def _pixtral_family(family_id: str, model: str) -> Family:
     return Family(family_id, rule, size_only, processed, tuple(extremes), real)
 
 
-# -- Llama 3.2 Vision -----------------------------------------------------------------------
-
-
-def _mllama_family() -> Family:
-    values = _image_processor_values(MLLAMA, {"size", "max_image_tiles", "do_pad"})
-    image_processor = MllamaImageProcessorPil.from_dict(values)
-    tokenizer = _tokenizer(["<|image|>", "<|begin_of_text|>", "<|python_tag|>"])
-    tokenizer.bos_token = "<|begin_of_text|>"  # noqa: S105 - a token name
-    processor = MllamaProcessor(image_processor=image_processor, tokenizer=tokenizer)
-    vision = BUILTIN_MODELS[MLLAMA].config["vision_config"]
-    states_per_tile = (vision["image_size"] // vision["patch_size"]) ** 2 + 1
-    tile, max_tiles = values["size"]["height"], values["max_image_tiles"]
-
-    def size_only(width: int, height: int) -> tuple[int, int]:
-        canvas_height, canvas_width = get_optimal_tiled_canvas(height, width, max_tiles, tile)
-        tiles = int(canvas_height // tile) * int(canvas_width // tile)
-        return 1, tiles * states_per_tile
-
-    def processed(image: Image.Image) -> tuple[int, int]:
-        out = processor(images=[image], text="<|image|>", return_tensors=None)
-        prompt_tokens = list(out["input_ids"][0]).count(processor.image_token_id)
-        tiles = int(np.sum(out["aspect_ratio_mask"][0][0]))
-        return prompt_tokens, tiles * states_per_tile
-
-    extremes: list[Size] = []
-    for side in (tile - 1, tile, tile + 1, 2 * tile, 2 * tile + 1, 4 * tile, 4 * tile + 1):
-        extremes += [(side, side), (side, tile), (tile, side), (side, 2 * tile), (side, 1)]
-    real = ((tile, tile), (tile + 1, tile), (2 * tile, tile), (2 * tile + 1, tile), (600, 600))
-    rule = load_profile(MLLAMA).vision
-    return Family("mllama", rule, size_only, processed, tuple(extremes), real)
-
-
 # -- GLM-4.1V -------------------------------------------------------------------------------
 
 
@@ -316,7 +275,6 @@ FAMILIES = [
     _gemma3_family(),
     _pixtral_family("pixtral-12b", PIXTRAL),
     _pixtral_family("mistral-small-3.1", MISTRAL_SMALL),
-    _mllama_family(),
     _glm4v_family(),
 ]
 FAMILY_IDS = [family.id for family in FAMILIES]
@@ -426,7 +384,7 @@ def _check_downscale(
             width, height, max_tokens=max_tokens, max_pixels=max_pixels
         )
     except UnsupportedImageSizeError:
-        assert family.id not in {"gemma3", "mllama"}, "a fixed-cost family refused to downscale"
+        assert family.id != "gemma3", "a fixed-cost family refused to downscale"
         if original == REFUSED:
             return
         if isinstance(rule, PixtralRule):
@@ -447,7 +405,7 @@ def _check_downscale(
     tokens = rule.image_tokens(new_width, new_height)
     assert (tokens.tokens, tokens.cross_attention_tokens) == family.size_only(new_width, new_height)
     assert max_pixels is None or new_width * new_height <= max_pixels
-    if family.id not in {"gemma3", "mllama"}:
+    if family.id != "gemma3":
         assert max_tokens is None or tokens.tokens <= max_tokens
     if (new_width, new_height) == (width, height):
         return

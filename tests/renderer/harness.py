@@ -48,7 +48,7 @@ class SidecarModel:
 
     def __init__(self, directory: Path) -> None:
         self.profile = load_profile(str(directory))
-        counter = PromptCounter.from_model_dir(directory, self.profile.model_type)
+        counter = PromptCounter.from_model_dir(directory, self.profile.architecture.prompt_family)
         assert counter is not None, f"no prompt counter for {directory}"
         self.counter = counter
 

@@ -15,14 +15,23 @@ directory, in the commands and, back again, in the output.
 
 A table of worked numbers carries ``<!-- docs-test: table name=NAME -->``; the test that
 computes its rows is registered under NAME in ``tests/docs/test_tables.py``.
+
+``python -m tests.support.doc_blocks`` rewrites every transcript's output with what its
+commands print now, for when an output changes on purpose.
 """
 
 from __future__ import annotations
 
+import io
+import os
 import re
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from sidecar.cli.commands import main
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -39,6 +48,7 @@ class Command:
     env: dict[str, str]
     argv: list[str]
     shown: list[str] | None  # None: the block shows no output for it
+    source: tuple[str, ...] = ()  # the command's own lines, as the page writes them
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +84,12 @@ class Block:
         while at < len(lines):
             if not lines[at].startswith("$ "):
                 raise ValueError(f"{self.name}: output before any command: {lines[at]!r}")
-            text = lines[at][2:]
+            first, text = at, lines[at][2:]
             while text.endswith("\\"):
                 at += 1
                 text = text[:-1] + " " + lines[at].strip()
             at += 1
+            source = tuple(lines[first:at])
             shown: list[str] = []
             while at < len(lines) and not lines[at].startswith("$ "):
                 shown.append(lines[at].rstrip())
@@ -88,7 +99,7 @@ class Block:
             while words and ENV_ASSIGNMENT.match(words[0]):
                 name, _, value = words.pop(0).partition("=")
                 env[name] = value
-            commands.append(Command(env=env, argv=words, shown=shown or None))
+            commands.append(Command(env=env, argv=words, shown=shown or None, source=source))
         return commands
 
 
@@ -177,3 +188,87 @@ def marked_tables(kind_name: str) -> list[tuple[str, list[list[str]]]]:
                 at += 1
             found.append((f"{path.relative_to(ROOT)}:{number}", rows[2:]))
     return found
+
+
+def run_transcript(block: Block, workdir: Path) -> list[tuple[Command, list[str]]]:
+    """Run a transcript's commands in process, in order: each with what it printed.
+
+    ``files=`` paths become fresh paths in ``workdir`` (and are written back as the page shows
+    them in the output); the ``SIDECAR_*`` environment is only what the command sets.
+    """
+    files = [path for path in block.options.get("files", "").split(",") if path]
+    fresh = {path: str(workdir / Path(path).name) for path in files}
+
+    def inward(text: str) -> str:
+        for shown, real in fresh.items():
+            text = text.replace(shown, real)
+        return text
+
+    def outward(text: str) -> str:
+        for shown, real in fresh.items():
+            text = text.replace(real, shown)
+        return text
+
+    results: list[tuple[Command, list[str]]] = []
+    for command in block.commands():
+        if command.argv[:1] != ["vlm-sidecar"]:
+            raise ValueError(f"{block.name}: only vlm-sidecar commands are run")
+        out = io.StringIO()
+        with _environment({name: inward(value) for name, value in command.env.items()}):
+            main([inward(word) for word in command.argv[1:]], out)
+        printed = outward(out.getvalue()).rstrip("\n").splitlines()
+        results.append((command, [line.rstrip() for line in printed]))
+    return results
+
+
+@contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    """Only ``env`` of the ``SIDECAR_*`` variables for the while, the rest as it was."""
+    saved = {name: value for name, value in os.environ.items() if name.startswith("SIDECAR_")}
+    for name in saved:
+        del os.environ[name]
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name in [name for name in os.environ if name.startswith("SIDECAR_")]:
+            del os.environ[name]
+        os.environ.update(saved)
+
+
+def rewritten(block: Block, results: list[tuple[Command, list[str]]]) -> list[str]:
+    """The block's lines with each shown output replaced by what its command printed."""
+    lines: list[str] = []
+    for command, printed in results:
+        lines.extend(command.source)
+        if command.shown is not None:
+            lines.extend(printed)
+    return lines
+
+
+def write_transcripts(workdir: Path) -> list[str]:
+    """Rewrite every transcript's shown output in place with what it prints now: the blocks
+    changed. ``python -m tests.support.doc_blocks`` runs it; review the diff before committing.
+    """
+    changed: list[str] = []
+    for path in pages():
+        text = path.read_text(encoding="utf-8").splitlines()
+        before = len(changed)
+        for block in reversed([b for b in blocks(path) if b.kind == "transcript"]):
+            scratch = workdir / f"{path.stem}-{block.line}"
+            scratch.mkdir(parents=True, exist_ok=True)
+            new = rewritten(block, run_transcript(block, scratch))
+            if tuple(new) != block.lines:
+                text[block.line : block.line + len(block.lines)] = new
+                changed.append(block.name)
+        if len(changed) > before:
+            path.write_text("\n".join(text) + "\n", encoding="utf-8")
+    return changed
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in write_transcripts(Path(scratch)):
+            print(f"rewrote {name}")

@@ -139,7 +139,9 @@ def text_tokens(
     built-in template framing; a completions prompt (``messages=0``) has no template."""
     texts = [text] if isinstance(text, str) else list(text)
     sequence = SequenceRef.of_text("".join(texts), messages=messages)
-    return estimate_sequence_tokens(sequence, chars_per_token, overhead_for(PROFILE.model_type))
+    return estimate_sequence_tokens(
+        sequence, chars_per_token, overhead_for(PROFILE.architecture.prompt_family)
+    )
 
 
 def expected(

@@ -48,6 +48,18 @@ def test_tokens_json_reports_refused_sizes_as_errors_and_exits_1() -> None:
     assert "aspect ratio" in rows[1]["error"]
 
 
+def test_tokens_prints_vllms_refusal_of_an_image_above_its_pixel_limit() -> None:
+    status, text = run_cli("tokens", "--model", QWEN, "--json", "15000x12000", "13000x13000")
+    rows = [orjson.loads(line) for line in text.splitlines()]
+    assert status == 1
+    assert rows[0] == {
+        "input": "15000x12000",
+        "error": "Image dimensions 15000x12000 (180000000 pixels) exceed the maximum of "
+        "178956970 pixels. Set VLLM_MAX_IMAGE_PIXELS to increase this limit.",
+    }
+    assert rows[1]["tokens"] == 16_384  # 169,000,000 pixels: under the limit, priced at max_pixels
+
+
 @pytest.mark.parametrize(
     ("flags", "tokens"),
     [([], 15_552), (["--max-pixels", "1003520"], 1_230)],

@@ -37,7 +37,9 @@ def model_dir(request: pytest.FixtureRequest) -> Path:
 
 @pytest.fixture(scope="module")
 def counter(model_dir: Path) -> PromptCounter:
-    found = PromptCounter.from_model_dir(model_dir, load_profile(str(model_dir)).model_type)
+    found = PromptCounter.from_model_dir(
+        model_dir, load_profile(str(model_dir)).architecture.prompt_family
+    )
     assert found is not None
     return found
 

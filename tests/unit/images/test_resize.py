@@ -554,7 +554,7 @@ def test_downscale_gives_identical_results_from_concurrent_threads() -> None:
 
 @functools.cache
 def qwen() -> QwenSmartResizeRule:
-    rule = load_profile("Qwen/Qwen2.5-VL-7B-Instruct").vision
+    rule = load_profile("Qwen/Qwen2.5-VL-7B-Instruct").vision.rule
     assert isinstance(rule, QwenSmartResizeRule)
     return rule
 

@@ -72,10 +72,9 @@ def test_unknown_layer_types_count_as_full_attention() -> None:
     assert AttentionKind.from_layer_type("linear_attention") is AttentionKind.FULL
 
 
-# -- Gemma 3 sliding windows, hybrid padding, Llama 3.2 Vision cross-attention -------------
+# -- Gemma 3 sliding windows, hybrid padding -------------------------------------------------
 
 GEMMA3_4B = "google/gemma-3-4b-it"
-MLLAMA = "meta-llama/Llama-3.2-11B-Vision-Instruct"
 LLAMA4 = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 
 
@@ -142,21 +141,6 @@ def test_gemma3_27b_pays_for_8_padding_layers() -> None:
     per_layer = 2 * 16 * 128 * 2  # head_dim 128 on the 27B, 8,192 B
     assert kv.bytes_per_token == (10 + 60) * per_layer == 573_440
     assert kv.request_kv_bytes(10_000) == (625 * 10 + 65 * 60) * 16 * per_layer
-
-
-def test_llama_3_2_vision_caches_image_tiles_in_its_8_cross_attention_layers() -> None:
-    profile = load_profile(MLLAMA)
-    cost = profile.vision.image_tokens(640, 480)  # 2 tiles of 560 px x 1,601 states
-    assert (cost.prompt_tokens, cost.cross_attention_tokens) == (1, 3_202)
-    per_layer = 2 * 8 * 128 * 2  # 4,096 B
-    assert profile.kv.bytes_per_token == 32 * per_layer  # cross layers hold no prompt tokens
-    # 1,000 tokens in 32 self-attention layers (63 blocks); 3,202 encoder states in the 8
-    # cross-attention layers (201 blocks), whatever the prompt length.
-    expected = 63 * 16 * 32 * per_layer + 201 * 16 * 8 * per_layer
-    assert profile.kv.request_kv_bytes(1_000, 3_202) == expected == 237_502_464
-    assert profile.kv.request_kv_bytes(50_000, 3_202) - profile.kv.request_kv_bytes(50_000) == (
-        201 * 16 * 8 * per_layer
-    )
 
 
 def test_llama4_chunked_layers_hold_one_chunk_and_its_nope_layers_every_token() -> None:

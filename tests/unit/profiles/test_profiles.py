@@ -15,7 +15,7 @@ from sidecar.profiles import VISION_RULES, ProfileOverrides, builtin_model_names
 from sidecar.profiles.builtins import BUILTIN_MODELS
 from sidecar.profiles.kv_geometry import AttentionKind
 from sidecar.video.qwen import QwenVideoRule
-from sidecar.vision.fixed import FixedTokensRule
+from sidecar.vision import PixelLimited
 from sidecar.vision.pixtral import PixtralRule
 from tests.support.hybrid_models import NEMOTRON_NANO_9B_V2, QWEN3_5_27B, hybrid_geometry
 from tests.support.sidecars import QWEN
@@ -122,7 +122,7 @@ def test_load_profile_refuses_unknown_models_clearly(model: str, message: str) -
         ({}, "no config.json"),
         ({"config.json": "{not json"}, "cannot read"),
         ({"config.json": "[1, 2]"}, "JSON object"),
-        ({"config.json": json.dumps({"model_type": "bert"})}, "does not support"),
+        ({"config.json": json.dumps({"model_type": "bert"})}, "not an image architecture"),
         ({"config.json": json.dumps({"model_type": "qwen2_vl"})}, "missing or malformed"),
     ],
     ids=["no-config", "bad-json", "not-object", "unsupported-type", "incomplete"],
@@ -236,7 +236,6 @@ OTHER_FAMILY_BUILTINS = [
     "google/gemma-3-27b-it",
     PIXTRAL,
     "mistralai/Mistral-Small-3.1-24B-Instruct-2503",
-    "meta-llama/Llama-3.2-11B-Vision-Instruct",
     "zai-org/GLM-4.1V-9B-Thinking",
 ]
 LLAVA_NEXT = "llava-hf/llava-v1.6-mistral-7b-hf"
@@ -249,8 +248,12 @@ LLAMA4 = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 
 def test_pixtral_12b_dispatches_on_the_llava_wrappers_vision_tower() -> None:
     assert load_profile(PIXTRAL).model_type == "llava"
-    assert isinstance(load_profile(PIXTRAL).vision, PixtralRule)
-    assert isinstance(load_profile("llava-hf/llava-1.5-7b-hf").vision, FixedTokensRule)
+    assert load_profile(PIXTRAL).vision == PixelLimited(
+        PixtralRule.from_configs("pixtral", BUILTIN_MODELS[PIXTRAL].config, _preprocessor(PIXTRAL))
+    )
+    llava = load_profile("llava-hf/llava-1.5-7b-hf").vision
+    assert llava.family == "llava"
+    assert llava.image_tokens(4000, 100).tokens == 576
 
 
 @pytest.mark.parametrize("name", OTHER_FAMILY_BUILTINS, ids=lambda n: n.split("/")[1])
@@ -314,7 +317,7 @@ def test_rule_derives_values_missing_from_the_processor_files_from_config_json(
     model_type = config["model_type"]
     preprocessor = _without(_preprocessor(model), *drop_preprocessor)
     rule = VISION_RULES[model_type](model_type, config, preprocessor)
-    assert rule == load_profile(model).vision
+    assert PixelLimited(rule) == load_profile(model).vision
 
 
 @pytest.mark.parametrize(

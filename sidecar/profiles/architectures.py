@@ -1,0 +1,565 @@
+"""Every image architecture of vLLM 0.33's registry, and how the sidecar prices each.
+
+vLLM picks a model's implementation by the ``architectures`` list of its ``config.json``
+(``vllm/model_executor/models/registry.py``: ``_MULTIMODAL_MODELS``; an architecture it
+dropped is in ``_PREVIOUSLY_SUPPORTED_MODELS`` with the last version that served it). The
+sidecar dispatches the same way, from this one table: each architecture is
+
+* ``RULE``: priced exactly by one of the sidecar's vision rules (``rule``, a key of
+  ``sidecar.profiles.VISION_RULES``). An alias is an architecture whose vLLM
+  ``*ProcessingInfo`` inherits a family the sidecar reproduces and changes only where its
+  config lives (``config_key``: Qwen2.5-Omni's ``thinker_config``) or its name;
+* ``NEEDS_ENGINE``: served by vLLM 0.33, but no rule reproduces its processor yet; it is
+  priced by asking the engine (``SIDECAR_PRICING=engine``) until a rule exists;
+* ``NOT_SERVED``: vLLM 0.33 refuses it, naming the version that dropped it.
+
+A config without ``architectures`` (the built-in profiles, some old checkpoints) is
+dispatched by its ``model_type``. ``docs/supported-models.md`` is checked against this
+table by ``tests/unit/profiles/test_architectures.py``, and the table against vLLM 0.33's
+registry by the renderer tier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from sidecar.errors import ConfigurationError
+
+
+class Support(StrEnum):
+    """How the sidecar prices an architecture."""
+
+    RULE = "rule"
+    NEEDS_ENGINE = "needs_engine"
+    NOT_SERVED = "not_served"
+
+
+@dataclass(frozen=True, slots=True)
+class Architecture:
+    """One image architecture of vLLM 0.33's registry (or one it dropped)."""
+
+    name: str  # the ``architectures`` entry of config.json, as vLLM's registry spells it
+    support: Support
+    vllm_module: str  # vllm/model_executor/models/<module>.py ("" for a dropped one)
+    rule: str | None = None  # the VISION_RULES family that prices it (RULE only)
+    model_types: tuple[str, ...] = ()  # config.json model_type values it is dispatched by
+    config_key: str | None = None  # the sub-config vLLM's get_hf_config returns
+    prompt_family: str | None = None  # the exact text counter's prompt format, if any
+    video_rule: str | None = None  # the VIDEO_RULES family pricing its videos exactly, if any
+    dropped_after: str | None = None  # last vLLM version that served it (NOT_SERVED only)
+    note: str = ""  # one line for docs: what vLLM's code does, why this mapping
+    proof: str = ""  # what the rule is tested against for this architecture (RULE only)
+
+    def model_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The part of ``config.json`` vLLM's processor reads as the model's config."""
+        if self.config_key is None:
+            return dict(config)
+        nested = config.get(self.config_key)
+        if not isinstance(nested, dict):
+            raise ConfigurationError(
+                f"a {self.name} config.json needs a {self.config_key!r} object "
+                "(vLLM reads the model's config there)"
+            )
+        return nested
+
+
+def _rule(
+    name: str,
+    module: str,
+    rule: str,
+    *model_types: str,
+    config_key: str | None = None,
+    prompt_family: str | None = None,
+    video_rule: str | None = None,
+    note: str = "",
+    proof: str = "",
+) -> Architecture:
+    return Architecture(
+        name,
+        Support.RULE,
+        module,
+        rule=rule,
+        model_types=model_types,
+        config_key=config_key,
+        prompt_family=prompt_family,
+        video_rule=video_rule,
+        note=note,
+        proof=proof,
+    )
+
+
+def _engine(name: str, module: str, note: str = "") -> Architecture:
+    return Architecture(name, Support.NEEDS_ENGINE, module, note=note)
+
+
+def _dropped(name: str, version: str, *model_types: str, note: str = "") -> Architecture:
+    return Architecture(
+        name, Support.NOT_SERVED, "", model_types=model_types, dropped_after=version, note=note
+    )
+
+
+# What a rule is proven against, per architecture (docs/supported-models.md says how).
+BY_TRANSFORMERS = "transformers' processor (tests/oracle)"
+BY_VLLM = "vLLM 0.33's processor (tests/renderer/test_processor_counts.py)"
+BY_SOURCE = "vLLM 0.33's source only: the config class is remote code, not run here"
+
+_INHERITS = "its ProcessingInfo inherits {}, with changes not yet proven"
+
+_TABLE: tuple[Architecture, ...] = (
+    # --- Qwen-VL smart resize (Qwen2VLProcessingInfo and its heirs) ----------------------------
+    _rule(
+        "Qwen2VLForConditionalGeneration",
+        "qwen2_vl",
+        "qwen2_vl",
+        "qwen2_vl",
+        prompt_family="qwen2_vl",
+        video_rule="qwen2_vl",
+        proof=BY_TRANSFORMERS,
+    ),
+    _rule(
+        "Qwen2_5_VLForConditionalGeneration",
+        "qwen2_5_vl",
+        "qwen2_5_vl",
+        "qwen2_5_vl",
+        prompt_family="qwen2_5_vl",
+        video_rule="qwen2_5_vl",
+        proof=BY_TRANSFORMERS,
+    ),
+    _rule(
+        "Qwen3VLForConditionalGeneration",
+        "qwen3_vl",
+        "qwen3_vl",
+        "qwen3_vl",
+        prompt_family="qwen3_vl",
+        video_rule="qwen3_vl",
+        proof=BY_TRANSFORMERS,
+    ),
+    _rule(
+        "Qwen3VLMoeForConditionalGeneration",
+        "qwen3_vl_moe",
+        "qwen3_vl",
+        "qwen3_vl_moe",
+        prompt_family="qwen3_vl",
+        video_rule="qwen3_vl",
+        note="Qwen3VLMoeProcessingInfo only overrides get_hf_config",
+        proof=BY_TRANSFORMERS,
+    ),
+    _rule(
+        "Qwen3_5ForConditionalGeneration",
+        "qwen3_5",
+        "qwen3_vl",
+        "qwen3_5",
+        prompt_family="qwen3_vl",
+        video_rule="qwen3_vl",
+        note="Qwen3_5ProcessingInfo(Qwen3VLProcessingInfo) only overrides get_hf_config; "
+        "Gated DeltaNet layers beside full attention (layer_types)",
+        proof=BY_VLLM,
+    ),
+    _rule(
+        "Qwen3_5MoeForConditionalGeneration",
+        "qwen3_5",
+        "qwen3_vl",
+        "qwen3_5_moe",
+        prompt_family="qwen3_vl",
+        video_rule="qwen3_vl",
+        note="Qwen3_5MoeProcessingInfo(Qwen3VLProcessingInfo) only overrides get_hf_config; "
+        "Gated DeltaNet layers beside full attention (layer_types)",
+        proof=BY_VLLM,
+    ),
+    _rule(
+        "DotsOCRForCausalLM",
+        "dots_ocr",
+        "qwen2_vl",
+        "dots_ocr",
+        note="DotsOCRProcessingInfo(Qwen2VLProcessingInfo): Qwen2-VL's processor, "
+        "<|img|><|imgpad|><|endofimg|>",
+        proof=BY_VLLM,
+    ),
+    _rule(
+        "OpenCUAForConditionalGeneration",
+        "opencua",
+        "qwen2_vl",
+        "opencua",
+        note="OpenCUAProcessingInfo(Qwen2VLProcessingInfo): Qwen2VLImageProcessor built from "
+        "preprocessor_config.json",
+        proof=BY_SOURCE,
+    ),
+    _rule(
+        "Qwen2_5OmniModel",
+        "qwen2_5_omni_thinker",
+        "qwen2_5_vl",
+        config_key="thinker_config",
+        note="the same thinker and processor as Qwen2_5OmniForConditionalGeneration",
+        proof=BY_VLLM,
+    ),
+    _rule(
+        "Qwen2_5OmniForConditionalGeneration",
+        "qwen2_5_omni_thinker",
+        "qwen2_5_vl",
+        "qwen2_5_omni",
+        config_key="thinker_config",
+        note="image path of Qwen2_5OmniThinkerProcessingInfo (Qwen2_5_VLProcessingInfo), "
+        "<|vision_bos|><|IMAGE|><|vision_eos|>",
+        proof=BY_VLLM,
+    ),
+    _rule(
+        "Qwen3OmniMoeForConditionalGeneration",
+        "qwen3_omni_moe_thinker",
+        "qwen2_5_vl",
+        "qwen3_omni_moe",
+        config_key="thinker_config",
+        note="image path of Qwen3OmniMoeThinkerProcessingInfo (Qwen2_5_VLProcessingInfo), "
+        "<|vision_start|><|image_pad|><|vision_end|>",
+        proof=BY_VLLM,
+    ),
+    _engine("Alpamayo2Super", "alpamayo2_super", _INHERITS.format("Qwen3VLProcessingInfo")),
+    _engine(
+        "BailingMoeV3VLForConditionalGeneration",
+        "bailing_moe_v3_vl",
+        _INHERITS.format("Qwen2VLProcessingInfo"),
+    ),
+    _engine(
+        "Cosmos3ForConditionalGeneration", "cosmos3", _INHERITS.format("Qwen3VLProcessingInfo")
+    ),
+    _engine(
+        "Cosmos3EdgeForConditionalGeneration",
+        "cosmos3_edge",
+        "overrides Qwen3-VL's _get_vision_info",
+    ),
+    _engine(
+        "Exaone4_5_ForConditionalGeneration",
+        "exaone4_5",
+        _INHERITS.format("Qwen2VLProcessingInfo"),
+    ),
+    _engine(
+        "InternS1ProForConditionalGeneration",
+        "interns1_pro",
+        _INHERITS.format("Qwen3VLProcessingInfo"),
+    ),
+    _engine(
+        "InternS2PreviewForConditionalGeneration",
+        "interns2_preview",
+        _INHERITS.format("Qwen3VLProcessingInfo"),
+    ),
+    _engine(
+        "InternS2MobiusForConditionalGeneration",
+        "interns2_mobius",
+        _INHERITS.format("Qwen3VLProcessingInfo"),
+    ),
+    _engine(
+        "OpenPanguVLForConditionalGeneration",
+        "openpangu_vl",
+        _INHERITS.format("Qwen2_5_VLProcessingInfo"),
+    ),
+    # --- GLM-4.1V smart resize ----------------------------------------------------------------
+    _rule("Glm4vForConditionalGeneration", "glm4_1v", "glm4v", "glm4v", proof=BY_TRANSFORMERS),
+    _rule(
+        "Glm4vMoeForConditionalGeneration",
+        "glm4_1v",
+        "glm4v",
+        "glm4v_moe",
+        note="GLM-4.5V / GLM-4.6V: registered with Glm4vProcessingInfo",
+        proof=BY_VLLM,
+    ),
+    _rule(
+        "GlmOcrForConditionalGeneration",
+        "glm_ocr",
+        "glm4v",
+        "glm_ocr",
+        note="GLM-OCR: registered with Glm4vProcessingInfo",
+        proof=BY_VLLM,
+    ),
+    _engine("GLM4VForCausalLM", "glm4v", "GLM-4V (THUDM/glm-4v-9b, ChatGLM format)"),
+    # --- LLaVA family -----------------------------------------------------------------------
+    _rule(
+        "LlavaForConditionalGeneration",
+        "llava",
+        "llava",
+        "llava",
+        note="LLaVA-1.5, or Pixtral-HF when the vision tower is Pixtral",
+        proof=BY_TRANSFORMERS,
+    ),
+    _rule(
+        "LlavaNextForConditionalGeneration",
+        "llava_next",
+        "llava_next",
+        "llava_next",
+        proof=BY_TRANSFORMERS,
+    ),
+    _rule(
+        "LlavaOnevisionForConditionalGeneration",
+        "llava_onevision",
+        "llava_onevision",
+        "llava_onevision",
+        proof=BY_TRANSFORMERS,
+    ),
+    _engine("LlavaNextVideoForConditionalGeneration", "llava_next_video", "videos only in vLLM"),
+    _engine("LlavaOnevision2ForConditionalGeneration", "llava_onevision2"),
+    _engine("BeeForConditionalGeneration", "bee", _INHERITS.format("LlavaNextProcessingInfo")),
+    _engine(
+        "Granite4VisionForConditionalGeneration",
+        "granite4_vision",
+        "overrides LlavaNextProcessingInfo.get_num_image_tokens",
+    ),
+    _engine("RForConditionalGeneration", "rvl", _INHERITS.format("LlavaNextProcessingInfo")),
+    # --- Pixtral / Mistral 3 ----------------------------------------------------------------
+    _rule(
+        "Mistral3ForConditionalGeneration",
+        "mistral3",
+        "mistral3",
+        "mistral3",
+        proof=BY_TRANSFORMERS,
+    ),
+    _rule(
+        "LightOnOCRForConditionalGeneration",
+        "lightonocr",
+        "lightonocr",
+        note="config.json's model_type is mistral3: dispatched by its architecture; "
+        "LightOnOCRProcessingInfo(Mistral3ProcessingInfo): rows x cols patch tokens "
+        "fitted into vision_config.image_size, no break or end tokens",
+        proof=BY_VLLM,
+    ),
+    _engine(
+        "PixtralForConditionalGeneration",
+        "pixtral",
+        "Mistral's own format (params.json, mistral_common tokenizer)",
+    ),
+    # --- Gemma ---------------------------------------------------------------------------------
+    _rule("Gemma3ForConditionalGeneration", "gemma3_mm", "gemma3", "gemma3", proof=BY_TRANSFORMERS),
+    _engine("Gemma3nForConditionalGeneration", "gemma3n_mm"),
+    _engine("Gemma4ForConditionalGeneration", "gemma4_mm"),
+    _engine("Gemma4UnifiedForConditionalGeneration", "gemma4_unified"),
+    _engine("DiffusionGemmaForBlockDiffusion", "diffusion_gemma"),
+    _engine("PaliGemmaForConditionalGeneration", "paligemma"),
+    # --- InternVL -----------------------------------------------------------------------------
+    _rule(
+        "InternVLForConditionalGeneration",
+        "interns1",
+        "internvl",
+        "internvl",
+        note="the Hugging Face format (-hf checkpoints), served by interns1.py's "
+        "InternS1ProcessingInfo",
+        proof=BY_TRANSFORMERS,
+    ),
+    _rule(
+        "InternS1ForConditionalGeneration",
+        "interns1",
+        "internvl",
+        "interns1",
+        note="InternS1ProcessingInfo: InternVLProcessor with GotOcr2's 448 px tiles",
+        proof=BY_SOURCE,
+    ),
+    _engine(
+        "InternVLChatModel",
+        "internvl",
+        "the original chat format: its own tiler and <img><IMG_CONTEXT></img> markup",
+    ),
+    _engine("Eagle2_5_VLForConditionalGeneration", "eagle2_5_vl", "InternVL chat format"),
+    _engine("H2OVLChatModel", "h2ovl", "InternVL chat format"),
+    _engine("NVLM_D", "nvlm_d", "InternVL chat format"),
+    _engine("SkyworkR1VChatModel", "skyworkr1v", "InternVL chat format"),
+    _engine("Llama_Nemotron_Nano_VL", "nemotron_vl", "InternVL chat format"),
+    _engine("QianfanOCRForConditionalGeneration", "qianfan_ocr", "InternVL chat format"),
+    # --- Idefics3 / SmolVLM -------------------------------------------------------------------
+    _rule(
+        "Idefics3ForConditionalGeneration",
+        "idefics3",
+        "idefics3",
+        "idefics3",
+        proof=BY_TRANSFORMERS,
+    ),
+    _rule(
+        "SmolVLMForConditionalGeneration", "smolvlm", "smolvlm", "smolvlm", proof=BY_TRANSFORMERS
+    ),
+    # --- Llama 4 ------------------------------------------------------------------------------
+    _rule("Llama4ForConditionalGeneration", "mllama4", "llama4", "llama4", proof=BY_TRANSFORMERS),
+    # --- No rule yet --------------------------------------------------------------------------
+    _engine("AriaForConditionalGeneration", "aria"),
+    _engine("BagelForConditionalGeneration", "bagel"),
+    _engine("Blip2ForConditionalGeneration", "blip2"),
+    _engine("Cohere2VisionForConditionalGeneration", "cohere2_vision"),
+    _engine("CohereCompassForConditionalGeneration", "cohere_compass"),
+    _engine("DeepseekVLV2ForCausalLM", "deepseek_vl2"),
+    _engine("DeepseekOCRForCausalLM", "deepseek_ocr"),
+    _engine("DeepseekOCR2ForCausalLM", "deepseek_ocr2"),
+    _engine("DeepseekV4ForConditionalGeneration", "vllm.models.deepseek_v4"),
+    _engine("DeepseekV41ForCausalLM", "vllm.models.deepseek_v41"),
+    _engine("Dots3NoteForCausalLM", "vllm.models.dots3_note"),
+    _engine("UnlimitedOCRForCausalLM", "unlimited_ocr"),
+    _engine("Ernie4_5_VLMoeForConditionalGeneration", "ernie45_vl"),
+    _engine("Glm5NextForConditionalGeneration", "vllm.models.glm5next"),
+    _engine("IsaacForConditionalGeneration", "isaac"),
+    _engine("KananaVForConditionalGeneration", "kanana_v"),
+    _engine("KeyeForConditionalGeneration", "keye"),
+    _engine("KeyeVL1_5ForConditionalGeneration", "keye_vl1_5"),
+    _engine("KimiVLForConditionalGeneration", "kimi_vl"),
+    _engine("KimiK25ForConditionalGeneration", "kimi_k25"),
+    _engine("KimiK3ForConditionalGeneration", "vllm.models.kimi_k3"),
+    _engine("Lfm2VlForConditionalGeneration", "lfm2_vl"),
+    _engine("MiMoV2OmniForCausalLM", "mimo_v2_omni"),
+    _engine("MiniMaxM3SparseForConditionalGeneration", "vllm.models.minimax_m3"),
+    _engine("MiniCPMO", "minicpmo"),
+    _engine("MiniCPMOcrForConditionalGeneration", "minicpm_ocr"),
+    _engine("MiniCPMV", "minicpmv"),
+    _engine("MiniCPMV4_6ForConditionalGeneration", "minicpmv4_6"),
+    _engine("MiniCPMV4_7ForConditionalGeneration", "minicpmv4_7"),
+    _engine("MolmoForCausalLM", "molmo"),
+    _engine("Molmo2ForConditionalGeneration", "molmo2"),
+    _engine("Moondream3ForCausalLM", "moondream3"),
+    _engine("HfMoondream", "moondream3"),
+    _engine("NemotronH_Nano_VL_V2", "nano_nemotron_vl"),
+    _engine("NemotronH_Nano_Omni_Reasoning_V3", "nano_nemotron_vl"),
+    _engine("NemotronH_Super_Omni_Reasoning_V3", "nano_nemotron_vl"),
+    _engine("NemotronH_Omni_Reasoning_V3", "nano_nemotron_vl"),
+    _engine("MuseGlimmerForConditionalGeneration", "muse_glimmer"),
+    _engine("MuseSparkForConditionalGeneration", "vllm.models.muse_spark"),
+    _engine("OpenVLAForActionPrediction", "openvla"),
+    _engine("Ovis", "ovis"),
+    _engine("Ovis2_5", "ovis2_5"),
+    _engine("Ovis2_6ForCausalLM", "ovis2_5"),
+    _engine("Ovis2_6_MoeForCausalLM", "ovis2_5"),
+    _engine("PaddleOCRVLForConditionalGeneration", "paddleocr_vl"),
+    _engine("Phi3VForCausalLM", "phi3v"),
+    _engine("Phi4ForCausalLMV", "phi4siglip"),
+    _engine("Phi4MMForCausalLM", "phi4mm"),
+    _engine("Qwen4ExpForConditionalGeneration", "vllm.models.qwen4_exp"),
+    _engine("StepVLForConditionalGeneration", "step_vl"),
+    _engine("Step3VLForConditionalGeneration", "step3_vl"),
+    _engine("Step3p7ForConditionalGeneration", "step3p7"),
+    _engine("Step5ForConditionalGeneration", "vllm.models.step5"),
+    _engine("NemotronParseForConditionalGeneration", "nemotron_parse", "encoder-decoder"),
+    _engine("RadioMBartPrefixForCausalLM", "nemotron_parse3_5", "encoder-decoder"),
+    # --- Dropped by vLLM (_PREVIOUSLY_SUPPORTED_MODELS) --------------------------------------
+    _dropped(
+        "MllamaForConditionalGeneration",
+        "0.10.2",
+        "mllama",
+        note="Llama 3.2 Vision: encoder-decoder, removed with vLLM's V0 engine",
+    ),
+    _dropped("AyaVisionForConditionalGeneration", "0.24.0", "aya_vision"),
+    _dropped("Phi4MultimodalForCausalLM", "0.12.0", "phi4_multimodal"),
+    _dropped("QwenVLForConditionalGeneration", "0.23.0"),
+    _dropped("InternLM2VEForCausalLM", "0.23.0"),
+    _dropped("MiniMaxVL01ForConditionalGeneration", "0.23.0", "minimax_vl_01"),
+    _dropped("TarsierForConditionalGeneration", "0.24.0"),
+    _dropped("Tarsier2ForConditionalGeneration", "0.23.0"),
+    _dropped("MantisForConditionalGeneration", "0.24.0"),
+    _dropped("FuyuForCausalLM", "0.25.0", "fuyu"),
+    _dropped("ChameleonForConditionalGeneration", "0.28.0", "chameleon"),
+    _dropped("HCXVisionForCausalLM", "0.28.0"),
+    _dropped("DonutForConditionalGeneration", "0.10.2"),
+)
+
+ARCHITECTURES: dict[str, Architecture] = {entry.name: entry for entry in _TABLE}
+# The rest of vLLM 0.33's _MULTIMODAL_MODELS: audio and video models that take no images.
+NO_IMAGE_ARCHITECTURES = frozenset(
+    {
+        "AudioFlamingo3ForConditionalGeneration",
+        "CohereAsrForConditionalGeneration",
+        "FireRedASR2ForConditionalGeneration",
+        "FunASRForConditionalGeneration",
+        "FunAudioChatForConditionalGeneration",
+        "GlmAsrForConditionalGeneration",
+        "GraniteSpeechForConditionalGeneration",
+        "GraniteSpeechPlusForConditionalGeneration",
+        "MiDashengLMModel",
+        "MoonshotKimiaForCausalLM",
+        "MossAudioModel",
+        "MossTranscribeDiarizeForConditionalGeneration",
+        "LlavaNextVideoForConditionalGeneration",  # its limit is {"video": 1}
+        "Qwen2AudioForConditionalGeneration",
+        "Qwen3ASRForConditionalGeneration",
+        "Qwen3ASRRealtimeGeneration",
+        "UltravoxModel",
+        "VoxtralForConditionalGeneration",
+        "VoxtralRealtimeGeneration",
+        "WhisperForConditionalGeneration",
+    }
+)
+# A config without ``architectures`` is dispatched by model_type; each names one entry.
+_BY_MODEL_TYPE: dict[str, Architecture] = {
+    model_type: entry for entry in _TABLE for model_type in entry.model_types
+}
+
+ENGINE_PRICING_HINT = (
+    "price it through the engine (SIDECAR_PRICING=engine) until the sidecar has a rule for it"
+)
+
+
+def find_architecture(config: Mapping[str, Any]) -> Architecture | None:
+    """The table's entry for a ``config.json``: its first known ``architectures`` entry (as
+    vLLM's registry tries them in order), else its ``model_type``; None when neither is known."""
+    names = config.get("architectures")
+    if isinstance(names, Sequence) and not isinstance(names, str):
+        for name in names:
+            entry = ARCHITECTURES.get(str(name))
+            if entry is not None:
+                return entry
+    return _BY_MODEL_TYPE.get(str(config.get("model_type", "")))
+
+
+def resolve_architecture(name: str, config: Mapping[str, Any]) -> Architecture:
+    """The entry a rule prices ``name``'s images with; ConfigurationError naming what to do
+    for an architecture vLLM 0.33 does not serve, one without a rule, or an unknown one."""
+    entry = find_architecture(config)
+    described = _described(config)
+    if entry is None:
+        raise ConfigurationError(
+            f"model {name!r} is {described}, which is not an image architecture of vLLM "
+            f"0.33's registry; the sidecar prices: {', '.join(priced_architectures())}"
+        )
+    if entry.support is Support.NOT_SERVED:
+        raise ConfigurationError(
+            f"model {name!r} is {entry.name}, which vLLM supported until v{entry.dropped_after} "
+            "and vLLM 0.33 does not serve (registry.py _PREVIOUSLY_SUPPORTED_MODELS); serve it "
+            "with that vLLM and price it there, or choose a model vLLM 0.33 serves"
+        )
+    if entry.support is Support.NEEDS_ENGINE:
+        raise ConfigurationError(
+            f"model {name!r} is {entry.name} (vLLM 0.33: {entry.vllm_module}), for which the "
+            f"sidecar has no image rule yet: {ENGINE_PRICING_HINT}"
+        )
+    return entry
+
+
+def priced_architectures() -> list[str]:
+    """The architectures a rule prices, sorted."""
+    return sorted(name for name, entry in ARCHITECTURES.items() if entry.support is Support.RULE)
+
+
+def _described(config: Mapping[str, Any]) -> str:
+    names = config.get("architectures")
+    if isinstance(names, Sequence) and not isinstance(names, str) and names:
+        return f"architectures {[str(name) for name in names]}"
+    return f"model_type {str(config.get('model_type', ''))!r} with no architectures"
+
+
+_STATUS = {
+    Support.RULE: "exact rule",
+    Support.NEEDS_ENGINE: "priced by the engine",
+    Support.NOT_SERVED: "not served by vLLM 0.33",
+}
+
+
+def supported_models_markdown() -> str:
+    """The table of every architecture in ``docs/supported-models.md`` (a test keeps the page
+    equal to it, so the table here stays the one home)."""
+    rows = [
+        "| Architecture | vLLM 0.33 module | Status | Rule | Proven against | Notes |",
+        "|---|---|---|---|---|---|",
+    ]
+    for entry in _TABLE:
+        status = _STATUS[entry.support]
+        if entry.support is Support.NOT_SERVED:
+            status += f" (last served by v{entry.dropped_after})"
+        notes = entry.note.replace("|", "\\|")  # a table cell: Qwen's <|tokens|> escaped
+        if entry.config_key is not None:
+            notes = f"config under `{entry.config_key}`; {notes}"
+        rows.append(
+            f"| `{entry.name}` | {entry.vllm_module or '-'} | {status} | "
+            f"{entry.rule or '-'} | {entry.proof or '-'} | {notes} |"
+        )
+    return "\n".join(rows) + "\n"

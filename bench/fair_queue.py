@@ -13,8 +13,9 @@ Two figures, each the median of five runs, in microseconds per request:
   so the figure includes asyncio's own cost, next to the same run with one tenant in one band
   (the FIFO order the ledger had before).
 
-Exits 1 when ``FairQueue`` costs more than 20 µs per request, or the ledger with 1,000
-tenants more than 50 µs per request over the FIFO run.
+Exits 1 when ``FairQueue`` costs more than 40 µs per request, or the ledger with 1,000
+tenants more than 100 µs per request over the FIFO run (each twice to four times the
+figures measured on a loaded 2-core VM: a scan over the waiters would cost milliseconds).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import statistics
 import sys
 import time
 
-from sidecar.admission.discipline import FairQueue, QueueClass
+from sidecar.admission.discipline import QueueClass
+from sidecar.admission.fair_queue import FairQueue
 from sidecar.admission.ledger import KvLedger
 
 WAITING = 10_000
@@ -34,8 +36,8 @@ TENANTS = 1_000
 BANDS = (10, 0, -3)
 OPERATIONS = 100_000
 RUNS = 5
-TARGET_QUEUE_US = 20.0
-TARGET_ADDED_US = 50.0
+TARGET_QUEUE_US = 40.0
+TARGET_ADDED_US = 100.0
 MIB = 1 << 20
 
 

@@ -12,7 +12,9 @@ only from its own stage or an earlier one (``tests/unit/test_layout.py`` keeps i
 3. ``cost/``       one request's price: the body's fields and media, exact or estimated
    text tokens, prompt tokens and KV bytes in whole blocks
 4. ``admission/``  admit, downscale, wait or reject: the pure decision, the budgets, the
-   downscale plan, the in-flight KV ledger and the saturation gate
+   downscale plan, the in-flight KV ledger, the order its waiters are served in (priority
+   bands, KV-fair between tenants: ``admission.discipline``, ``admission.fair_queue``) and
+   the saturation gate
 5. ``engine/``     what vLLM reports about itself, and what it changes in the budgets; what
    it says an image costs (``/tokenize``): the rule's self-check, engine-calibrated pricing
 6. ``observe/``    metrics, their labels, the request record and its one log line, usage,

@@ -2,7 +2,8 @@
 
 A request reserves its predicted ``kv_bytes`` before it is forwarded and gives them back when
 its response ends, however it ends. Reservations that do not fit wait in a ``FairQueue``
-(``discipline``): higher bands first, fair by KV bytes between tenants within a band; with
+(``fair_queue``, classes from ``discipline``): higher bands first, fair by KV bytes between
+tenants within a band; with
 one band and one tenant (no headers), that is one FIFO queue. A sheddable request never
 waits: it is granted at once or refused (``ShedError``).
 
@@ -30,7 +31,8 @@ import math
 import time
 from collections.abc import AsyncIterator, Iterator
 
-from sidecar.admission.discipline import DEFAULT_CLASS, Entry, FairQueue, QueueClass
+from sidecar.admission.discipline import DEFAULT_CLASS, QueueClass
+from sidecar.admission.fair_queue import Entry, FairQueue
 from sidecar.errors import LargerThanBudgetError, OverloadedError, QueueFullError, ShedError
 from sidecar.units import format_bytes
 

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple, cast
 
-from sidecar.admission.discipline import DEFAULT_CLASS, FairQueue, QueueClass
+from sidecar.admission.discipline import DEFAULT_CLASS, QueueClass
+from sidecar.admission.fair_queue import FairQueue
 
 
 class Fate(Enum):

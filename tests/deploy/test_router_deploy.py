@@ -20,10 +20,12 @@ import yaml
 
 from dashboards import autoscaling, generate
 from sidecar.observe.router_load import KV_USAGE, REQUESTS_WAITING
+from sidecar.settings import parse_objective_priorities
 from tests.support.crd_schemas import SCHEMA_FILES, SCHEMAS, schema_errors
 from tests.support.deploy_rendering import (
     CHART,
     DEPLOY,
+    container_environment,
     render_chart,
     render_kustomization,
     serving_pods,
@@ -128,6 +130,32 @@ def test_inference_pool_schema_is_strict() -> None:
     errors = schema_errors(broken)
     assert any("FailClosed" in error for error in errors)
     assert any("targetPort" in error for error in errors)
+
+
+def test_inference_objectives_carry_the_priorities_the_sidecar_queues_by() -> None:
+    rendered = render_kustomization("examples/inference-pool")
+    objectives = rendered.of_kind("InferenceObjective")
+    assert objectives
+    pool = rendered.one("InferencePool")["metadata"]["name"]
+    for objective in objectives:
+        assert schema_errors(objective) == []
+        assert objective["spec"]["poolRef"]["name"] == pool
+    (pod,) = serving_pods(rendered)
+    environment = container_environment(rendered, pod.sidecar)
+    mapping = parse_objective_priorities(environment["SIDECAR_OBJECTIVE_PRIORITIES"])
+    declared = {o["metadata"]["name"]: o["spec"]["priority"] for o in objectives}
+    assert mapping == declared
+    assert any(priority < 0 for priority in mapping.values())  # one sheddable objective
+
+
+def test_inference_objective_schema_is_strict() -> None:
+    objective = render_kustomization("examples/inference-pool").of_kind("InferenceObjective")[0]
+    broken = copy.deepcopy(objective)
+    broken["spec"]["priority"] = "high"
+    broken["spec"]["criticality"] = "Critical"  # the field InferenceModel had before
+    errors = schema_errors(broken)
+    assert any("'high'" in error for error in errors)
+    assert any("criticality" in error for error in errors)
 
 
 # --- retries across replicas --------------------------------------------------------------

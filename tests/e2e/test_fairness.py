@@ -86,6 +86,7 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[-1]
 
 
+@pytest.mark.slow  # about 25 s: two floods of 12 MP scans
 async def test_fairness_keeps_a_light_tenant_waiting_at_most_one_scan_behind_a_flood(
     make_sidecar: SidecarFactory, session: aiohttp.ClientSession
 ) -> None:

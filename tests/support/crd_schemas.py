@@ -18,6 +18,8 @@ SCHEMAS = ROOT / "deploy" / "schemas"
 SCHEMA_FILES = {
     ("inference.networking.k8s.io/v1", "InferencePool"):
         "inference.networking.k8s.io_inferencepool_v1.json",
+    ("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective"):
+        "inference.networking.x-k8s.io_inferenceobjective_v1alpha2.json",
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"):
         "leaderworkerset.x-k8s.io_leaderworkerset_v1.json",
     ("networking.istio.io/v1", "VirtualService"): "networking.istio.io_virtualservice_v1.json",

@@ -3,6 +3,7 @@ request from ``ReplayResult.outcomes``, on random traffic under random budgets a
 
 from __future__ import annotations
 
+import io
 import random
 from collections import Counter
 from typing import Any
@@ -13,7 +14,7 @@ from sidecar.admission.decision import Decision
 from sidecar.admission.discipline import DEFAULT_CLASS, PriorityPolicy, QueueTags, classify
 from sidecar.advisor.records import RecordedCost, TrafficRecord
 from sidecar.advisor.replay import FATE_REASONS, ReplayResult, replay
-from sidecar.advisor.report import percentiles, summarize
+from sidecar.advisor.report import percentiles, print_report, summarize
 from sidecar.advisor.repricing import Candidate, with_settings
 from sidecar.settings import Settings
 from tests.support.random_traffic import random_cost, random_settings
@@ -162,3 +163,27 @@ def test_random_traffic_reaches_every_outcome() -> None:
         )
     for name in ("wait", "downscale", "queue_timeout", "queue_full", "shed", "invalid_body"):
         assert seen[name] > 0, name
+
+
+def test_the_printed_report_gives_each_bands_waits_and_429s() -> None:
+    for seed in range(100):
+        rng = random.Random(seed)
+        settings = with_settings(
+            queueing_settings(rng),
+            mode="enforce",
+            kv_budget_bytes=2**29,
+            objective_priorities="chat=10,batch=-1",
+        )
+        records = random_traffic(rng)
+        summary = summarize(records, replay(records, Candidate(settings)))
+        if summary["bands"].get("-1", {}).get("status_429"):
+            break
+    else:
+        pytest.fail("no random traffic shed a batch request")
+    out = io.StringIO()
+    print_report(summary, out)
+    text = out.getvalue()
+    assert "queue by priority band (higher is served first):" in text
+    for band, row in summary["bands"].items():
+        assert f"band {band:>4}: {row['requests']:,} requests, {row['waited']:,} waited" in text
+    assert f"{summary['queue']['shed']:,} shed" in text

@@ -43,6 +43,7 @@ from sidecar.vision.internvl import InternVLRule
 from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
 from sidecar.vision.internvl_chat import InternVLChatRule
 from sidecar.vision.llama4 import Llama4Rule
+from sidecar.vision.ovis2_5 import Ovis2_5Rule
 from sidecar.vision.paddleocr_vl import PaddleOCRVLRule
 from sidecar.vision.pixtral import PixtralRule
 from sidecar.vision.qwen import QwenSmartResizeRule
@@ -102,6 +103,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "smolvlm": SplitImageRule.from_configs,
     "llama4": Llama4Rule.from_configs,
     "paddleocr_vl": PaddleOCRVLRule.from_configs,
+    "ovis2_5": Ovis2_5Rule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the

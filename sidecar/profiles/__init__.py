@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.errors import ConfigurationError
-from sidecar.profiles.architectures import Architecture, resolve_architecture
+from sidecar.profiles.architectures import Architecture, Support, resolve_architecture
 from sidecar.profiles.builtins import BUILTIN_MODELS
 from sidecar.profiles.kv_geometry import (
     GDN_PREFILL_CHECKPOINT_TOKENS,
@@ -33,6 +33,7 @@ from sidecar.video import VideoRule
 from sidecar.video.qwen import QwenVideoRule
 from sidecar.vision import PixelLimited, VisionRule
 from sidecar.vision.anyres import AnyresRule
+from sidecar.vision.engine_only import EngineOnlyRule
 from sidecar.vision.fixed import FixedTokensRule
 from sidecar.vision.gemma3 import Gemma3Rule
 from sidecar.vision.gemma4 import PROCESSOR_KNOBS as GEMMA4_KNOBS
@@ -247,8 +248,12 @@ def builtin_model_names() -> list[str]:
     return sorted(BUILTIN_MODELS)
 
 
-def load_profile(model: str, overrides: ProfileOverrides | None = None) -> ModelProfile:
-    """Profile for a built-in id or a model directory; ConfigurationError if neither."""
+def load_profile(
+    model: str, overrides: ProfileOverrides | None = None, *, engine_only: bool = False
+) -> ModelProfile:
+    """Profile for a built-in id or a model directory; ConfigurationError if neither.
+    ``engine_only``: a model directory whose family has no native rule gets
+    ``EngineOnlyRule`` (its images priced by vLLM's count) instead of an error."""
     overrides = overrides or ProfileOverrides()
     kwargs = ProcessorKwargs.from_settings_values(
         overrides.mm_processor_kwargs,
@@ -269,7 +274,7 @@ def load_profile(model: str, overrides: ProfileOverrides | None = None) -> Model
         )
         profile = replace(profile, parameter_count=entry.parameter_count)
     elif Path(model).is_dir():
-        profile = _profile_from_directory(Path(model), kwargs)
+        profile = _profile_from_directory(Path(model), kwargs, engine_only=engine_only)
     else:
         raise ConfigurationError(
             f"unknown model {model!r}: not a built-in profile and not a model directory. "
@@ -286,6 +291,7 @@ def profile_from_configs(
     source: str,
     video_preprocessor: dict[str, Any] | None = None,
     processor_kwargs: ProcessorKwargs | None = None,
+    engine_only: bool = False,
 ) -> ModelProfile:
     """Build a profile from parsed ``config.json`` and preprocessor config values.
 
@@ -297,14 +303,23 @@ def profile_from_configs(
     transformers' ``BaseVideoProcessor.get_video_processor_dict`` does, the video processor is
     built from ``preprocessor`` (the image processor's values).
     """
-    architecture = resolve_architecture(name, config)
+    architecture = resolve_architecture(name, config, engine_pricing=engine_only)
     model_type = str(config.get("model_type", ""))
-    rule = architecture.rule or ""  # resolve_architecture returns priced entries only
-    factory = VISION_RULES[rule]
-    config = architecture.model_config(config)
+    factory: VisionRuleFactory
+    if architecture.support is Support.NEEDS_ENGINE:
+        rule, factory = architecture.name, _engine_only_rule
+    else:
+        rule = architecture.rule or ""
+        factory = VISION_RULES[rule]
+        config = architecture.model_config(config)
     text = text_config(config)
-    knobs = (processor_kwargs or ProcessorKwargs({})).for_family(
-        name, rule, PROCESSOR_KNOBS.get(rule, frozenset()), knobs_only=rule in KNOBS_ONLY
+    # Engine-priced: vLLM counts with its own kwargs, so the sidecar has no knob to price.
+    knobs = (
+        {}
+        if architecture.support is Support.NEEDS_ENGINE
+        else (processor_kwargs or ProcessorKwargs({})).for_family(
+            name, rule, PROCESSOR_KNOBS.get(rule, frozenset()), knobs_only=rule in KNOBS_ONLY
+        )
     )
     if knobs:
         preprocessor = {**preprocessor, **knobs, SERVER_KWARGS: knobs}
@@ -352,7 +367,16 @@ def _find_builtin(model: str) -> str | None:
     return None
 
 
-def _profile_from_directory(directory: Path, kwargs: ProcessorKwargs) -> ModelProfile:
+def _engine_only_rule(family: str, config: dict[str, Any], _: dict[str, Any]) -> VisionRule:
+    """No native rule: vLLM prices every size; the context bounds one of unknown cost."""
+    return EngineOnlyRule(
+        family, read_text_model(config, text_config(config)).max_position_embeddings
+    )
+
+
+def _profile_from_directory(
+    directory: Path, kwargs: ProcessorKwargs, *, engine_only: bool = False
+) -> ModelProfile:
     config = _read_json(directory / "config.json")
     preprocessor: dict[str, Any] = {}
     for candidate in ("preprocessor_config.json", "processor_config.json"):
@@ -368,6 +392,7 @@ def _profile_from_directory(directory: Path, kwargs: ProcessorKwargs) -> ModelPr
         source=str(directory),
         video_preprocessor=_video_preprocessor(directory, preprocessor),
         processor_kwargs=kwargs,
+        engine_only=engine_only,
     )
     return replace(profile, parameter_count=_parameter_count(directory, profile))
 

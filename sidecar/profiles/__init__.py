@@ -44,6 +44,7 @@ from sidecar.vision.internvl import InternVLRule
 from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
 from sidecar.vision.internvl_chat import InternVLChatRule
 from sidecar.vision.llama4 import Llama4Rule
+from sidecar.vision.ovis2_5 import Ovis2_5Rule
 from sidecar.vision.paddleocr_vl import PaddleOCRVLRule
 from sidecar.vision.pixtral import PixtralRule
 from sidecar.vision.qwen import QwenSmartResizeRule
@@ -103,6 +104,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "smolvlm": SplitImageRule.from_configs,
     "llama4": Llama4Rule.from_configs,
     "paddleocr_vl": PaddleOCRVLRule.from_configs,
+    "ovis2_5": Ovis2_5Rule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -311,8 +313,13 @@ def profile_from_configs(
         factory = VISION_RULES[rule]
         config = architecture.model_config(config)
     text = text_config(config)
-    knobs = (processor_kwargs or ProcessorKwargs({})).for_family(
-        name, rule, PROCESSOR_KNOBS.get(rule, frozenset()), knobs_only=rule in KNOBS_ONLY
+    # Engine-priced: vLLM counts with its own kwargs, so the sidecar has no knob to price.
+    knobs = (
+        {}
+        if architecture.support is Support.NEEDS_ENGINE
+        else (processor_kwargs or ProcessorKwargs({})).for_family(
+            name, rule, PROCESSOR_KNOBS.get(rule, frozenset()), knobs_only=rule in KNOBS_ONLY
+        )
     )
     if knobs:
         preprocessor = {**preprocessor, **knobs, SERVER_KWARGS: knobs}

@@ -396,6 +396,30 @@ _TABLE: tuple[Architecture, ...] = (
     ),
     _engine("Llama_Nemotron_Nano_VL", "nemotron_vl", "InternVL chat format"),
     _engine("QianfanOCRForConditionalGeneration", "qianfan_ocr", "InternVL chat format"),
+    # --- Ovis 2.5 / 2.6 --------------------------------------------------------------------------
+    _rule(
+        "Ovis2_5",
+        "ovis2_5",
+        "ovis2_5",
+        "ovis2_5",
+        note="Ovis2_5Processor's own smart_resize (32 px) within [448², 1792²] px: "
+        "2 + cells; no size refused, no pixel kwargs",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "Ovis2_6ForCausalLM",
+        "ovis2_5",
+        "ovis2_5",
+        note="registered with Ovis 2.5's class and processor",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "Ovis2_6_MoeForCausalLM",
+        "ovis2_5",
+        "ovis2_5",
+        note="registered with Ovis 2.5's class and processor",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- PaddleOCR-VL ---------------------------------------------------------------------------
     _rule(
         "PaddleOCRVLForConditionalGeneration",
@@ -461,9 +485,6 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("MuseSparkForConditionalGeneration", "vllm.models.muse_spark"),
     _engine("OpenVLAForActionPrediction", "openvla"),
     _engine("Ovis", "ovis"),
-    _engine("Ovis2_5", "ovis2_5"),
-    _engine("Ovis2_6ForCausalLM", "ovis2_5"),
-    _engine("Ovis2_6_MoeForCausalLM", "ovis2_5"),
     _engine("Phi3VForCausalLM", "phi3v"),
     _engine("Phi4ForCausalLMV", "phi4siglip"),
     _engine("Phi4MMForCausalLM", "phi4mm"),

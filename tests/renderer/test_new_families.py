@@ -154,6 +154,15 @@ FAMILIES = (
         "paddleocr-vl-min_pixels", family_dirs.write_paddleocr_vl_dir, "paddleocr_vl",
         family_dirs.PADDLE_PROMPT, {"min_pixels": 802816}, trust_remote_code=False,
     ),
+    # Ovis 2.5's processor ignores pixel kwargs (transformers warns and drops them).
+    Family(
+        "ovis2.5", family_dirs.write_ovis2_5_dir, "ovis2_5", family_dirs.OVIS_PROMPT,
+        apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "ovis2.5-max_pixels-ignored", family_dirs.write_ovis2_5_dir, "ovis2_5",
+        family_dirs.OVIS_PROMPT, {"max_pixels": 200704},
+    ),
 )  # fmt: skip
 
 

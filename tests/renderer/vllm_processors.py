@@ -93,7 +93,30 @@ def _paddleocr_vl(processor: Any) -> Count:
     return count
 
 
+def _ovis2_5(processor: Any) -> Count:
+    # Ovis2_5MultiModalProcessor._get_prompt_updates.get_replacement_ovis takes the grid the
+    # HF processor made (preprocess_multidata: its smart_resize, then patches of patch_size);
+    # here the same functions of the processor, on the size alone.
+    from vllm.transformers_utils.processors import ovis2_5
+
+    hf = processor.info.get_hf_processor()
+
+    def count(width: int, height: int) -> int:
+        min_pixels = min(ovis2_5.MAX_PIXELS, ovis2_5.MIN_PIXELS)
+        resized_h, resized_w = hf.smart_resize(
+            height, width, factor=hf.patch_size * hf.hidden_stride,
+            min_pixels=min_pixels, max_pixels=ovis2_5.MAX_PIXELS,
+        )  # fmt: skip
+        grid = [1, resized_h // hf.patch_size, resized_w // hf.patch_size]
+        if 0 in grid:  # the HF processor cannot make an image with no patches: apply raises
+            raise ValueError(f"no patches: grid {grid}")
+        return len(hf.construct_visual_placeholders(grid))
+
+    return count
+
+
 COUNTS: dict[str, Callable[[Any], Count]] = {
+    "ovis2_5": _ovis2_5,
     "paddleocr_vl": _paddleocr_vl,
     "image_repl": _image_repl,
     "gemma4": _gemma4,

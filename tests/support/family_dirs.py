@@ -457,3 +457,92 @@ def write_skywork_r1v_dir(directory: Path) -> Path:
     return write_internvl_chat_dir(
         directory, architecture="SkyworkR1VChatModel", model_type="skywork_chat"
     )
+
+
+# -- Ovis 2.5 -------------------------------------------------------------------------------
+
+OVIS_SPECIAL = ("<unk>", "<|endoftext|>", "<image>", "<video>")
+OVIS_PROMPT = "hello <image> describe"
+
+_OVIS_CONFIG_MODULE = """
+from transformers import PretrainedConfig, Qwen3Config
+
+
+class VitConfig(PretrainedConfig):
+    model_type = "siglip2_navit"
+
+    def __init__(self, patch_size=16, hidden_stride=2, temporal_patch_size=1, **kwargs):
+        super().__init__(**kwargs)
+        self.patch_size = patch_size
+        self.hidden_stride = hidden_stride
+        self.temporal_patch_size = temporal_patch_size
+
+
+class Ovis2_5Config(PretrainedConfig):
+    model_type = "ovis2_5"
+    is_composition = True
+
+    def __init__(self, llm_config=None, vit_config=None, visual_vocab_size=65536, **kwargs):
+        super().__init__(**kwargs)
+        self.vit_config = VitConfig(**(vit_config or {}))
+        self.llm_config = Qwen3Config(**(llm_config or {}))
+        self.visual_vocab_size = visual_vocab_size
+
+    def to_dict(self):
+        output = super().to_dict()
+        output["vit_config"] = self.vit_config.to_dict()
+        output["llm_config"] = self.llm_config.to_dict()
+        return output
+"""
+
+
+def write_ovis2_5_dir(directory: Path) -> Path:
+    """AIDC-AI/Ovis2.5-9B: a SigLIP2 NaViT of 16 px patches merged 2 x 2 (hidden_stride), images
+    resized into [448², 1792²] px; a two-layer Qwen3 text tower."""
+    vocab = write_tokenizer(
+        directory,
+        OVIS_SPECIAL,
+        {"tokenizer_class": "Qwen2Tokenizer", "unk_token": "<unk>", "eos_token": "<|endoftext|>"},
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Ovis2_5"],
+            "model_type": "ovis2_5",
+            "auto_map": {"AutoConfig": "configuration_ovis2_5.Ovis2_5Config"},
+            "torch_dtype": "bfloat16",
+            "visual_vocab_size": 65536,
+            "vit_config": {"patch_size": 16, "hidden_stride": 2, "temporal_patch_size": 1},
+            "llm_config": {
+                "architectures": ["Qwen3ForCausalLM"],
+                "model_type": "qwen3",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 32,
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 40960,
+                "torch_dtype": "bfloat16",
+            },
+        },
+    )
+    (directory / "configuration_ovis2_5.py").write_text(_OVIS_CONFIG_MODULE)
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "image_processor_type": "SiglipImageProcessor",
+            "do_resize": True,
+            "do_rescale": True,
+            "rescale_factor": 1 / 255,
+            "do_normalize": True,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            "resample": 3,
+            "size": {"height": 512, "width": 512},
+        },
+    )
+    return directory

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from sidecar.errors import ConfigurationError
@@ -74,3 +77,19 @@ def test_unset_is_no_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SIDECAR_MODEL", QWEN)
     monkeypatch.delenv("SIDECAR_MM_PROCESSOR_KWARGS", raising=False)
     assert Settings().mm_processor_kwargs == {}  # type: ignore[call-arg]
+
+
+def test_an_engine_priced_model_takes_any_knob(tmp_path: Path) -> None:
+    # vLLM counts such a model's images itself, with its own kwargs: nothing to price here.
+    config = {
+        "architectures": ["KimiVLForConditionalGeneration"],
+        "model_type": "kimi_vl",
+        "text_config": {
+            "hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 2,
+            "max_position_embeddings": 4096,
+        },
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    overrides = kwargs({"in_token_limit": 2048})
+    profile = load_profile(str(tmp_path), overrides, engine_only=True)
+    assert profile.architecture.name == "KimiVLForConditionalGeneration"

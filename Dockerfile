@@ -12,11 +12,13 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY sidecar ./sidecar
-# The wheel holds the package only; its runtime dependencies (never the dev extras) are
+# The wheel holds the package only; its runtime dependencies and the otel extra (the
+# OpenTelemetry SDK, used only when OTEL_* asks for traces), never the dev extras, are
 # resolved into the venv. pip compiles the bytecode now, so nothing is written at run time.
 RUN python -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
     && python -m venv --without-pip /opt/venv \
-    && python -m pip --python /opt/venv/bin/python install --no-cache-dir /wheels/vlm_sidecar-*.whl
+    && wheel="$(echo /wheels/vlm_sidecar-*.whl)" \
+    && python -m pip --python /opt/venv/bin/python install --no-cache-dir "${wheel}[otel]"
 
 FROM ${PYTHON_IMAGE} AS runtime
 ARG UID=10001

@@ -7,7 +7,14 @@ its own process on uvloop (the sidecar logs JSON to /dev/null, as it would to a 
 
 - ``direct``: the client talks to the stand-in;
 - ``bare``: through a minimal aiohttp pass-through proxy (below), the floor for any proxy;
-- ``sidecar``: through ``vlm-sidecar`` with its defaults and a 64 GiB in-flight KV budget.
+- ``sidecar``: through ``vlm-sidecar`` with its defaults and a 64 GiB in-flight KV budget;
+- ``traced``: the same sidecar with tracing on (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` at a
+  local OTLP/HTTP sink in a process of its own, the default ``parentbased_always_on``
+  sampler: every request's spans exported), beside ``sidecar`` so the two are side by side;
+- with ``--before DIR`` (a checkout of an earlier commit, e.g. ``git archive <commit> | tar -x
+  -C DIR``), ``before`` and ``now``: ``python -m sidecar serve`` from DIR and from this tree, as
+  deployed, configured by ``SIDECAR_*`` variables only, so a change's cost is measured side by
+  side on the same machine load.
 
 Requests are sent one at a time, round-robin over the paths so all three see the same machine
 load, and timed from send to last byte (to the first body byte for streams). Workloads and
@@ -23,7 +30,8 @@ targets (``added`` is the sidecar's figure minus that of ``direct``, or of ``bar
     sidecar with a no-op ``Metrics``: at most 5 % of its CPU per request.
 
 It also times the pieces of one request in this process (parse, probe, decide, headers, the
-request's metrics and log line, exact text tokens from a chat template and tokenizer) to
+request's metrics and log line, its spans with tracing off and on, exact text tokens from a
+chat template and tokenizer) to
 show where the time goes, and each proxy's CPU time per
 request. ``--profile`` adds a cProfile of the sidecar serving both requests in-process.
 
@@ -45,7 +53,9 @@ import io
 import multiprocessing
 import os
 import pstats
+import socket
 import statistics
+import subprocess
 import sys
 import time
 import timeit
@@ -69,7 +79,9 @@ from sidecar.admission.ledger import KvLedger
 from sidecar.cost.request_body import parse_request_body
 from sidecar.images.data_uri import validate_base64
 from sidecar.images.probe import probe_base64
+from sidecar.observe import tracing
 from sidecar.observe.log import configure_logging, get_logger
+from sidecar.observe.otel import OtelTracer
 from sidecar.observe.record import RequestRecord, UpstreamOutcome
 from sidecar.observe.usage import Usage
 from sidecar.routes import Route
@@ -82,6 +94,7 @@ from sidecar.settings import LogFormat, Settings
 from sidecar.standin import StandinConfig, run_standin
 
 QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the tree this file is in
 # Set by --glibc-defaults; read by the sidecar process, spawned after it is set.
 GLIBC_DEFAULTS_ENV = "VLM_BENCH_GLIBC_DEFAULTS"
 HOST = "127.0.0.1"
@@ -157,9 +170,25 @@ def make_bare_proxy(upstream_url: str) -> web.Application:
     return app
 
 
+def make_otlp_sink() -> web.Application:
+    """An OTLP/HTTP endpoint that takes every batch and keeps nothing (the collector's cost
+    is not the sidecar's); an empty body is a valid ``ExportTraceServiceResponse``."""
+    app = web.Application(client_max_size=1 << 30)
+
+    async def traces(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
+    app.router.add_post("/v1/traces", traces)
+    return app
+
+
 def serve(kind: str, conn: Connection, upstream_url: str = "") -> None:
     """Child process: start one server, report its port, answer CPU-time queries, stop."""
     sys.stderr = DEVNULL
+    if kind == "traced":  # ``upstream_url`` is "<vLLM's URL> <the OTLP sink's URL>"
+        upstream_url, sink_url = upstream_url.split()
+        os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = sink_url + "/v1/traces"
     uvloop.run(_serve(kind, conn, upstream_url))
 
 
@@ -183,8 +212,9 @@ async def _serve(kind: str, conn: Connection, upstream_url: str) -> None:
             config = StandinConfig(served_model_name=QWEN, record_requests=False, load_images=False)
             server = await stack.enter_async_context(run_standin(config, host=HOST))
             port = server.port
-        elif kind == "bare":
-            runner = web.AppRunner(make_bare_proxy(upstream_url), access_log=None)
+        elif kind in ("bare", "otlp-sink"):
+            made = make_bare_proxy(upstream_url) if kind == "bare" else make_otlp_sink()
+            runner = web.AppRunner(made, access_log=None)
             await runner.setup()
             stack.push_async_callback(runner.cleanup)
             await web.TCPSite(runner, HOST, 0).start()
@@ -260,6 +290,71 @@ class Server:
             self.process.kill()
 
 
+@dataclass
+class CliServer:
+    """``python -m sidecar serve`` in a process of its own, from the tree at ``source``."""
+
+    kind: str
+    process: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU seconds of the process, all threads (``/proc/<pid>/stat``)."""
+        with open(f"/proc/{self.process.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def start_cli(kind: str, source: str, upstream_url: str) -> CliServer:
+    port, metrics_port = free_port(), free_port()
+    env = {
+        key: value for key, value in os.environ.items() if not key.startswith(("SIDECAR_", "OTEL_"))
+    }
+    env |= {
+        "PYTHONPATH": source,
+        "SIDECAR_MODEL": QWEN,
+        "SIDECAR_UPSTREAM_URL": upstream_url,
+        "SIDECAR_LISTEN_HOST": HOST,
+        "SIDECAR_PORT": str(port),
+        "SIDECAR_METRICS_PORT": str(metrics_port),
+        "SIDECAR_KV_BUDGET_BYTES": "64GiB",
+        "SIDECAR_LOG_FORMAT": "json",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sidecar", "serve"],
+        cwd=source,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1):
+            return CliServer(kind, process, port)
+        if process.poll() is not None:
+            raise RuntimeError(f"{kind}: python -m sidecar serve exited with {process.returncode}")
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"{kind} did not start")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
 def start(kind: str, upstream_url: str = "") -> Server:
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
@@ -321,7 +416,7 @@ async def one(session: aiohttp.ClientSession, url: str, body: bytes, first_byte:
 
 
 async def latencies(
-    session: aiohttp.ClientSession, paths: dict[str, Server], work: Workload
+    session: aiohttp.ClientSession, paths: dict[str, Server | CliServer], work: Workload
 ) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Seconds per request for each path, sent one at a time, round-robin; and each proxy's
     CPU seconds per request over the same requests (the upstream serves all three paths)."""
@@ -501,7 +596,42 @@ async def piece_costs(text_body: bytes, image_body: bytes) -> list[tuple[str, fl
                 )
             )
     log_to_devnull()
+    rows += await tracing_costs()
     app[RESIZE_POOL].shutdown()
+    return rows
+
+
+async def tracing_costs() -> list[tuple[str, float]]:
+    """One request's spans as the proxy makes them (request span, read_body, price, kv_wait,
+    upstream with its injected context), with tracing off and on (the SDK's spans, queued
+    for the batch worker, whose exporter here discards them)."""
+    headers = CIMultiDict(
+        {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+    )
+    record = RequestRecord("0123456789abcdef0123456789abcdef", Route.CHAT)
+    stages = (tracing.STAGE_READ_BODY, tracing.STAGE_PRICE, tracing.STAGE_KV_WAIT)
+
+    def spans(tracer: tracing.Tracer) -> None:
+        span = tracer.request_span(headers, Route.CHAT)
+        for name in stages:
+            with tracing.stage(name):
+                pass
+        with tracing.stage(tracing.STAGE_UPSTREAM) as upstream:
+            upstream.inject(CIMultiDict(headers))
+        span.end(record)
+
+    rows = [("spans of one request: tracing off", per_call_us(lambda: spans(tracing.NO_TRACING)))]
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class Discard(SpanExporter):
+        def export(self, batch: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    traced = OtelTracer.from_environment(
+        on_dropped=lambda _: None, warn=lambda event, **_: None, exporter=Discard()
+    )
+    rows.append(("spans of one request: tracing on (5 spans)", per_call_us(lambda: spans(traced))))
+    await asyncio.to_thread(traced.shutdown)
     return rows
 
 
@@ -564,7 +694,7 @@ async def profile_sidecar(
     return out.getvalue()
 
 
-async def run(quick: bool, profile: bool) -> int:
+async def run(quick: bool, profile: bool, before: str | None = None) -> int:
     scale = 0.25 if quick else 1.0
     jpeg = photo_jpeg()
     text = chat_body(max_tokens=64)
@@ -585,16 +715,23 @@ async def run(quick: bool, profile: bool) -> int:
         ),
     ]
 
-    upstream = start("upstream")
-    wait_ready(upstream)
+    upstream, sink = start("upstream"), start("otlp-sink")
+    wait_ready(upstream, sink)
     proxies = [
         start("bare", upstream.url),
         start("sidecar", upstream.url),
         start("sidecar-noop-metrics", upstream.url),
+        start("traced", f"{upstream.url} {sink.url}"),
     ]
     wait_ready(*proxies)
-    bare, sidecar, noop = proxies
-    paths = {"direct": upstream, "bare": bare, "sidecar": sidecar}
+    bare, sidecar, noop, traced = proxies
+    paths: dict[str, Server | CliServer] = {
+        "direct": upstream, "bare": bare, "sidecar": sidecar, "traced": traced,
+    }  # fmt: skip
+    clis = []
+    if before is not None:
+        clis = [start_cli("before", before, upstream.url), start_cli("now", ROOT, upstream.url)]
+        paths |= {cli.kind: cli for cli in clis}
     results: list[tuple[Workload, dict[str, list[float]], dict[str, float], dict[str, float]]] = []
     try:
         connector = aiohttp.TCPConnector(limit=0)
@@ -610,7 +747,7 @@ async def run(quick: bool, profile: bool) -> int:
             }
         profiled = await profile_sidecar(upstream.url, image, text, 40) if profile else ""
     finally:
-        for server in (*proxies, upstream):
+        for server in (*proxies, *clis, upstream, sink):
             server.stop()
 
     checks: list[Check] = []
@@ -744,6 +881,12 @@ def main() -> int:
         action="store_true",
         help="run the sidecar without its allocator tuning (glibc's defaults, as the bare proxy)",
     )
+    parser.add_argument(
+        "--before",
+        metavar="DIR",
+        help="also serve through `python -m sidecar serve` from DIR (an earlier checkout) "
+        "and from this tree, side by side",
+    )
     arguments = parser.parse_args()
     if arguments.glibc_defaults:
         os.environ[GLIBC_DEFAULTS_ENV] = "1"
@@ -753,7 +896,7 @@ def main() -> int:
             "MALLOC_TRIM_THRESHOLD_": str(256 << 20),
         }
     started = time.perf_counter()
-    code = uvloop.run(run(arguments.quick, arguments.profile))
+    code = uvloop.run(run(arguments.quick, arguments.profile, arguments.before))
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return code
 

@@ -21,6 +21,7 @@ REQUESTS = "namespace_model:vlm_sidecar_requests:rate5m"
 REJECTION_RATIO = "namespace_model:vlm_sidecar_rejection_ratio:rate5m"
 UPSTREAM_ERROR_RATIO = "namespace_model:vlm_sidecar_upstream_error_ratio:rate5m"
 RELATIVE_ERROR = "namespace_model:vlm_sidecar_prompt_tokens_relative_error:rate30m"
+IMAGE_TOKENS_OFF = "namespace_model:vlm_sidecar_image_tokens_off:ratio_rate30m"
 KV_BUDGET_USED = "namespace_pod_model:vlm_sidecar_kv_budget_used:ratio_avg5m"
 QUEUE_WAIT_P95 = "namespace_pod_model:vlm_sidecar_queue_wait_seconds:p95_rate5m"
 # The oldest waiter of each band, at its peak over 2 minutes (it falls to 0 whenever that
@@ -62,6 +63,12 @@ def _sum_rate(metric: str, window: str) -> str:
 
 
 PREDICTED = _sum_rate("vlm_sidecar_usage_predicted_prompt_tokens_total", "30m")
+_IMAGE_ERROR_BUCKET = "vlm_sidecar_image_tokens_prediction_error_bucket"
+IMAGE_ERROR_EXACT = (
+    _sum_rate(_IMAGE_ERROR_BUCKET + '{le="0.0"}', "30m")
+    + " - "
+    + _sum_rate(_IMAGE_ERROR_BUCKET + '{le="-1.0"}', "30m")
+)
 
 RECORDS = (
     Record(
@@ -80,6 +87,13 @@ RECORDS = (
         RELATIVE_ERROR,
         f"({_sum_rate('vlm_sidecar_observed_prompt_tokens_sum', '30m')} - {PREDICTED}) "
         f"/ {PREDICTED}",
+    ),
+    Record(
+        # Answers whose image tokens were not exactly the prediction: the error's histogram
+        # holds exact answers between its le="-1.0" and le="0.0" buckets.
+        IMAGE_TOKENS_OFF,
+        f"1 - ({IMAGE_ERROR_EXACT}) / "
+        f"{_sum_rate('vlm_sidecar_image_tokens_prediction_error_count', '30m')}",
     ),
     Record(
         KV_BUDGET_USED,
@@ -183,6 +197,37 @@ ALERTS = (
         "conservative by design; set SIDECAR_TEXT_CHARS_PER_TOKEN closer to the tokenizer, "
         "set SIDECAR_EXACT_TEXT_TOKENS=true, or check that SIDECAR_MAX_PIXELS is not above "
         "vLLM's.",
+    ),
+    Alert(
+        "VlmSidecarRuleCheckMismatch",
+        f"max by ({SIDECAR}) (vlm_sidecar_rule_check_mismatches)",
+        ">",
+        "0",
+        "5m",
+        "warning",
+        f"The rule of {POD} disagrees with vLLM on {{{{ $value }}}} image sizes.",
+        "The start-up self-check priced its test sizes through the native rule and through "
+        "vLLM's /tokenize and they differ, so every budget is enforced on wrong numbers "
+        "(unless SIDECAR_RULE_MISMATCH=engine switched pricing to vLLM's counts). The "
+        "sidecar's rule_check.mismatch log lines give both counts and the likely cause: "
+        "usually vLLM's --mm-processor-kwargs min_pixels/max_pixels differ from "
+        "SIDECAR_MIN_PIXELS/SIDECAR_MAX_PIXELS, or the model or chat template changed.",
+    ),
+    Alert(
+        "VlmSidecarImageTokensDrift",
+        IMAGE_TOKENS_OFF,
+        ">",
+        "0.05",
+        "30m",
+        "warning",
+        f"{{{{ $value | humanizePercentage }}}} of answers from {WHERE} place other image "
+        "token counts than vlm-sidecar predicts.",
+        "vLLM's usage.prompt_tokens_details (--enable-prompt-tokens-details) reports image "
+        "tokens that differ from the prediction on more than 5 % of answers for 30 minutes: "
+        "the rule drifts from the engine on live traffic. Check the self-check "
+        "(vlm_sidecar_rule_check_mismatches and its log lines), compare vLLM's "
+        "--mm-processor-kwargs with SIDECAR_MIN_PIXELS/SIDECAR_MAX_PIXELS, or price through "
+        "vLLM with SIDECAR_PRICING=engine.",
     ),
     Alert(
         "VlmSidecarUpstreamErrors",

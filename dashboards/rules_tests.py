@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dashboards.rules import (
     ALERTS,
+    IMAGE_TOKENS_OFF,
     REJECTION_RATIO,
     RELATIVE_ERROR,
     UPSTREAM_ERROR_RATIO,
@@ -294,6 +295,68 @@ def _upstream() -> list[Json]:
     ]
 
 
+def _rule_check() -> list[Json]:
+    name = "VlmSidecarRuleCheckMismatch"
+    return [
+        {
+            "name": "a self-check with 3 sizes off fires after 5 minutes",
+            "input_series": [series("vlm_sidecar_rule_check_mismatches", "3+0x20")],
+            "alert_rule_test": [
+                quiet(name, "3m"),
+                fires(
+                    name,
+                    "10m",
+                    f"The rule of {POD} ({NAMESPACE}) disagrees with vLLM on 3 image sizes.",
+                    SIDECAR_LABELS,
+                ),
+            ],
+        },
+        {
+            "name": "a self-check that agrees stays quiet",
+            "input_series": [series("vlm_sidecar_rule_check_mismatches", "0+0x20")],
+            "alert_rule_test": [quiet(name, "15m")],
+        },
+    ]
+
+
+def _image_drift() -> list[Json]:
+    name = "VlmSidecarImageTokensDrift"
+
+    def errors(exact: str, under: str, total: str) -> list[Json]:
+        bucket = "vlm_sidecar_image_tokens_prediction_error_bucket"
+        labels = {"route": "chat_completions"}
+        return [
+            series(bucket, under, le="-1.0", **labels),
+            series(bucket, exact, le="0.0", **labels),
+            series(bucket, total, le="+Inf", **labels),
+            series("vlm_sidecar_image_tokens_prediction_error_count", total, **labels),
+        ]
+
+    return [
+        {
+            "name": "a fifth of the answers off fires after 30 minutes",
+            # 100 answers a minute: 10 under-predicted, 80 exact, 10 over-predicted.
+            "input_series": errors("0+90x60", "0+10x60", "0+100x60"),
+            "alert_rule_test": [
+                quiet(name, "25m"),
+                fires(
+                    name,
+                    "50m",
+                    f"20% of answers from {MODEL} in {NAMESPACE} place other image token "
+                    "counts than vlm-sidecar predicts.",
+                    SERVICE_LABELS,
+                ),
+            ],
+            "promql_expr_test": [value(IMAGE_TOKENS_OFF, "50m", 0.2, SERVICE_LABELS)],
+        },
+        {
+            "name": "every answer exact stays quiet",
+            "input_series": errors("0+100x60", "0+0x60", "0+100x60"),
+            "alert_rule_test": [quiet(name, "50m")],
+        },
+    ]
+
+
 def unit_tests_document(rules_file: str) -> Json:
     """The ``promtool test rules`` file for ``rules_file`` (a path relative to it)."""
     return {
@@ -308,6 +371,8 @@ def unit_tests_document(rules_file: str) -> Json:
                 *_band_starving(),
                 *_prediction(),
                 *_upstream(),
+                *_rule_check(),
+                *_image_drift(),
             )
         ],
     }

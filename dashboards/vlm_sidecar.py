@@ -356,6 +356,14 @@ def _prediction() -> tuple[Panel, ...]:
     observed = sum_rate("vlm_sidecar_observed_prompt_tokens_sum")
     answered = sum_rate("vlm_sidecar_observed_prompt_tokens_count")
     predicted = sum_rate("vlm_sidecar_usage_predicted_prompt_tokens_total")
+    # Exact answers lie between the image-token error's le="-1.0" and le="0.0" buckets.
+    image_error = "vlm_sidecar_image_tokens_prediction_error"
+    exact_images = (
+        sum_rate(image_error + "_bucket", 'le="0.0"', by="pod")
+        + " - "
+        + sum_rate(image_error + "_bucket", 'le="-1.0"', by="pod")
+    )
+    answered_images = sum_rate(image_error + "_count", by="pod")
     return (
         timeseries(
             "Predicted and observed prompt tokens",
@@ -389,6 +397,28 @@ def _prediction() -> tuple[Panel, ...]:
             Query(f"({observed} - {predicted}) / {answered}", "mean"),
             unit="short",
             width=8,
+        ),
+        timeseries(
+            "Rule against vLLM",
+            describe(
+                "Per pod: image sizes on which the native rule and vLLM's /tokenize disagreed "
+                "at the last self-check (start-up and every engine restart), and the share of "
+                "answers whose image tokens (vLLM's --enable-prompt-tokens-details) were not "
+                "exactly the prediction.",
+                "mismatches above 0: read the sidecar's rule_check.mismatch log lines for both "
+                "counts and the likely cause, usually SIDECAR_MAX_PIXELS or SIDECAR_MIN_PIXELS "
+                "not equal to vLLM's --mm-processor-kwargs; set them, or price through vLLM "
+                "with SIDECAR_PRICING=engine (VlmSidecarRuleCheckMismatch, "
+                "VlmSidecarImageTokensDrift).",
+            ),
+            Query(
+                f"max by (pod) ({select('vlm_sidecar_rule_check_mismatches')})",
+                "{{pod}} sizes off at the last check",
+            ),
+            Query(f"1 - ({exact_images}) / {answered_images}", "{{pod}} answers off"),
+            unit="short",
+            minimum=0,
+            width=24,
         ),
         timeseries(
             "Relative prediction error",

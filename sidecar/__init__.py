@@ -13,7 +13,8 @@ only from its own stage or an earlier one (``tests/unit/test_layout.py`` keeps i
    text tokens, prompt tokens and KV bytes in whole blocks
 4. ``admission/``  admit, downscale, wait or reject: the pure decision, the budgets, the
    downscale plan, the in-flight KV ledger and the saturation gate
-5. ``engine``      what vLLM reports about itself, and what it changes in the budgets
+5. ``engine/``     what vLLM reports about itself, and what it changes in the budgets; what
+   it says an image costs (``/tokenize``): the rule's self-check, engine-calibrated pricing
 6. ``observe/``    metrics, their labels, the request record and its one log line, usage,
    the traffic log (``observe.traffic``: one line per request, for replay), the router
    gauges an endpoint picker scores pods by (``observe.router_load``)
@@ -21,9 +22,9 @@ only from its own stage or an earlier one (``tests/unit/test_layout.py`` keeps i
    the upstream relay, body rewriting, error answers
    ``advisor/``    offline: replay the traffic log under candidate settings (the same pricing
    and decision code, the ledger simulated), sweep budgets and recommend them
+   ``standin/``    a stand-in for vLLM's HTTP API, for tests and the demo
 8. ``cli/``        the commands: serve, tokens, plan (the capacity worksheet), demo, replay,
    advise
-   ``standin/``    a stand-in for vLLM's HTTP API, for tests and the demo
 
 Stages 1-4 are pure and synchronous except the ledger, the saturation gate and URL probes;
 only ``serve``, ``engine``'s watcher and URL fetching do network I/O.

@@ -25,11 +25,14 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
-
 # vLLM 0.33's MambaDType and --gdn-prefill-backend choices ("auto": vLLM's unset default).
 MambaDType = Literal["auto", "float32", "float16", "bfloat16"]
 GdnPrefillBackend = Literal["auto", "flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"]
+
+# vLLM's VLLM_MAX_IMAGE_PIXELS default (vllm/envs.py), Pillow's decompression-bomb limit
+# (2 x Image.MAX_IMAGE_PIXELS): vLLM refuses a larger image as it loads it
+# (vllm/multimodal/media/image.py ImageMediaIO.load_bytes), whatever the model.
+VLLM_MAX_IMAGE_PIXELS = 178_956_970
 
 ENV_PREFIX = "SIDECAR_"
 Port = Annotated[int, Field(ge=0, le=65535)]
@@ -94,6 +97,24 @@ class RemoteImages(StrEnum):
     ASSUME_MAX = "assume_max"
     PROBE = "probe"
     REJECT = "reject"
+
+
+class Pricing(StrEnum):
+    """Where an image's tokens come from: the native rule, vLLM's own count, or the rule
+    where the family has one and vLLM otherwise."""
+
+    RULE = "rule"
+    ENGINE = "engine"
+    AUTO = "auto"
+
+
+class RuleMismatch(StrEnum):
+    """What a failed self-check does: warn and keep the rule, price through vLLM instead,
+    or stay not ready (enforce mode only: shadow never breaks traffic)."""
+
+    WARN = "warn"
+    ENGINE = "engine"
+    REFUSE = "refuse"
 
 
 class LogFormat(StrEnum):
@@ -294,6 +315,36 @@ class Settings(BaseSettings):
     )
     saturation_waiting_requests: PositiveInt | None = Field(
         None, description="Hold new requests while vllm:num_requests_waiting is at least this."
+    )
+    pricing: Pricing = Field(
+        Pricing.AUTO,
+        description=(
+            "Image tokens from the native rule, from vLLM's own /tokenize count (engine), or "
+            "auto: the rule where the family has one, vLLM otherwise."
+        ),
+    )
+    rule_mismatch: RuleMismatch = Field(
+        RuleMismatch.WARN,
+        description=(
+            "When the start-up self-check finds the rule disagreeing with vLLM: warn, switch "
+            "to engine pricing, or refuse (stay not ready; enforce mode only)."
+        ),
+    )
+    engine_memo_entries: PositiveInt = Field(
+        4096, description="Image sizes whose vLLM count is remembered (least recent forgotten)."
+    )
+    engine_memo_path: str | None = Field(
+        None, description="JSON file keeping vLLM's counts across restarts; unset: memory only."
+    )
+    engine_calibration_concurrency: PositiveInt = Field(
+        2, description="Calls to vLLM's /tokenize at once, to learn sizes not yet known."
+    )
+    engine_calibrations_per_second: PositiveFloat = Field(
+        20.0, description="Average calls to vLLM's /tokenize per second, with as many at once."
+    )
+    engine_calibration_timeout_seconds: PositiveFloat = Field(
+        5.0,
+        description="Longest wait for vLLM's count of a size; then it is priced at the bound.",
     )
     force_stream_usage: bool = Field(
         False, description="Ask vLLM for the streaming usage chunk and hide it from clients."

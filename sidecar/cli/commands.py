@@ -11,6 +11,7 @@ import argparse
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TextIO
 
 import orjson
@@ -21,6 +22,7 @@ from sidecar.cli.capacity import DEFAULT_CAPPED_MAX_PIXELS, Workload, make_plan
 from sidecar.cli.demo import run_demo
 from sidecar.cli.hardware_args import add_hardware_arguments, hardware_from_arguments
 from sidecar.cli.tables import print_plan, print_tokens_table
+from sidecar.engine.measured import MeasuredRule, measure_sizes
 from sidecar.errors import ConfigurationError, ImageError
 from sidecar.images.probe import probe_path
 from sidecar.observe.log import configure_logging
@@ -30,6 +32,7 @@ from sidecar.settings import Settings
 from sidecar.units import format_bytes
 
 _SIZE = re.compile(r"^(\d+)[xX](\d+)$")
+Size = tuple[int, int]
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -61,6 +64,11 @@ def _add_profile_arguments(parser: argparse.ArgumentParser) -> None:
         help="as vLLM's: flashinfer (auto on Hopper) adds a checkpoint block per GDN group",
     )
     parser.add_argument(
+        "--engine",
+        metavar="URL",
+        help="a running vLLM: price the sizes by its own /tokenize count instead of the rule",
+    )
+    parser.add_argument(
         "--pipeline-parallel-size",
         type=int,
         default=1,
@@ -81,7 +89,18 @@ def _add_profile_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _profile(args: argparse.Namespace, *, tensor_parallel_size: int = 1) -> ModelProfile:
+def _profile(
+    args: argparse.Namespace, *, tensor_parallel_size: int = 1, sizes: Sequence[Size] = ()
+) -> ModelProfile:
+    """The profile the flags describe; with ``--engine``, ``sizes`` priced by that vLLM."""
+    profile = _rule_profile(args, tensor_parallel_size=tensor_parallel_size)
+    if args.engine is None:
+        return profile
+    counts = measure_sizes(args.engine, sizes)
+    return replace(profile, vision=MeasuredRule(profile.vision, counts, args.engine))
+
+
+def _rule_profile(args: argparse.Namespace, *, tensor_parallel_size: int) -> ModelProfile:
     return load_profile(
         args.model,
         ProfileOverrides(
@@ -121,11 +140,20 @@ def _input_size(text: str) -> tuple[int, int]:
 
 def run_tokens(args: argparse.Namespace, out: TextIO) -> int:
     """Print the visual tokens of each input; 1 if any input failed."""
-    profile = _profile(args, tensor_parallel_size=args.tensor_parallel_size)
-    rows: list[dict[str, object]] = []
+    sizes: dict[str, Size | str] = {}
     for item in args.inputs:
         try:
-            width, height = _input_size(item)
+            sizes[item] = _input_size(item)
+        except (ImageError, OSError) as exc:
+            sizes[item] = str(exc)
+    measured = [size for size in sizes.values() if not isinstance(size, str)]
+    profile = _profile(args, tensor_parallel_size=args.tensor_parallel_size, sizes=measured)
+    rows: list[dict[str, object]] = []
+    for item, size in sizes.items():
+        try:
+            if isinstance(size, str):
+                raise OSError(size)
+            width, height = size
             cost = profile.vision.image_tokens(width, height)
         except (ImageError, OSError) as exc:
             rows.append({"input": item, "error": str(exc)})
@@ -150,10 +178,10 @@ def run_tokens(args: argparse.Namespace, out: TextIO) -> int:
 
 def run_plan(args: argparse.Namespace, out: TextIO) -> int:
     """Print the capacity worksheet."""
-    profile = _profile(args)
     sizes = [("p50", args.image_size)]
     if args.p99_image_size is not None:
         sizes.append(("p99", args.p99_image_size))
+    profile = _profile(args, sizes=[size for _, size in sizes])
     workloads = [
         (
             label,

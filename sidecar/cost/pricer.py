@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 import orjson
 
+from sidecar.cost.engine_prices import EnginePrices, engine_image_tokens
 from sidecar.cost.prediction import (
     ImageCost,
     RequestPrediction,
@@ -32,7 +33,13 @@ from sidecar.cost.request_body import RequestBody
 from sidecar.cost.route_text import exact_prompts
 from sidecar.cost.text_estimate import TemplateOverhead, estimate_sequence_tokens, overhead_for
 from sidecar.cost.text_tokens import ChatTemplateError, PromptCounter
-from sidecar.errors import ConfigurationError, ImageError, InvalidRequestError, VideoError
+from sidecar.errors import (
+    ConfigurationError,
+    ImageError,
+    InvalidRequestError,
+    UnsupportedImageSizeError,
+    VideoError,
+)
 from sidecar.images.data_uri import split_data_uri, validate_base64
 from sidecar.images.probe import ImageHeader, probe_base64
 from sidecar.images.refs import ImageRef, ImageSource, MediaItem, SequenceRef
@@ -43,7 +50,7 @@ from sidecar.images.remote import (
 )
 from sidecar.profiles import ModelProfile
 from sidecar.routes import BodyShape, Work
-from sidecar.settings import RemoteImages, Settings
+from sidecar.settings import VLLM_MAX_IMAGE_PIXELS, RemoteImages, Settings
 from sidecar.video import TextTokenCounter, VideoRule, VideoTokens
 from sidecar.video.probe import (
     VideoHeader,
@@ -52,7 +59,7 @@ from sidecar.video.probe import (
     probe_video_bytes,
     probe_video_prefix,
 )
-from sidecar.vision import VLLM_MAX_IMAGE_PIXELS, VisionRule
+from sidecar.vision import VisionRule
 
 
 class _CooperativeLoop:
@@ -107,6 +114,7 @@ class Pricer:
     remote: RemoteImageProber | None
     prompt_counter: PromptCounter | None = None
     text_overhead: TemplateOverhead | None = None  # None: the family's built-in framing
+    engine: EnginePrices | None = None  # vLLM's own counts, used while ``engine.active``
 
     def rules_for(self, parsed: RequestBody) -> tuple[VisionRule, VideoRule | None]:
         """The vision and video rules for this request: the profile's, or with the pixel
@@ -144,8 +152,14 @@ class Pricer:
         try:
             images = []
             loop = _CooperativeLoop()
+            engine = self.engine if self.engine is not None and self.engine.active else None
+            bounds = parsed.pixel_range
+            pixel_range = (None, None) if bounds is None else (bounds.min_pixels, bounds.max_pixels)
             for ref in parsed.images:
-                images.append(await self._price_image(ref, body, total, fetches, vision))
+                cost = await self._price_image(ref, body, total, fetches, vision, engine)
+                if engine is not None:
+                    cost = await self._engine_priced(cost, engine, vision, pixel_range, total)
+                images.append(cost)
                 await loop.maybe_yield()
             videos = [
                 await self._price_video(item, number, len(videos_in), reads, video_rule)
@@ -268,7 +282,10 @@ class Pricer:
         total: int,
         fetches: dict[int, asyncio.Task[ImageHeader]],
         vision: VisionRule,
+        engine: EnginePrices | None = None,
     ) -> ImageCost:
+        """The image by its size: through ``vision``, or, with ``engine``, at its bound
+        until ``_engine_priced`` asks vLLM."""
         header: ImageHeader | None = None
         if ref.source is ImageSource.DATA:
             header = self._probe_inline(ref, body, total)
@@ -291,7 +308,11 @@ class Pricer:
                 assumed_max=True,
             )
         try:
-            tokens = vision.image_tokens(header.width_px, header.height_px)
+            tokens = (
+                vision.image_tokens(header.width_px, header.height_px)
+                if engine is None
+                else engine.upper_bound
+            )
         except ImageError as exc:
             raise exc.prefixed(f"image {ref.index + 1} of {total}") from None
         return ImageCost(
@@ -302,6 +323,29 @@ class Pricer:
             format=header.format,
             tokens=tokens,
         )
+
+    @staticmethod
+    async def _engine_priced(
+        cost: ImageCost,
+        engine: EnginePrices,
+        vision: VisionRule,
+        pixel_range: tuple[int | None, int | None],
+        total: int,
+    ) -> ImageCost:
+        """The image at vLLM's own count for its size, or at the upper bound while that count
+        cannot be had; a size vLLM refuses is refused here, in vLLM's words."""
+        if cost.width_px is None or cost.height_px is None:
+            return replace(cost, tokens=engine.upper_bound)
+        count = await engine.image_prompt_tokens(cost.width_px, cost.height_px, pixel_range)
+        if count is None:
+            return replace(cost, tokens=engine.upper_bound, assumed_max=True)
+        if count.prompt_tokens is None:
+            raise UnsupportedImageSizeError(
+                f"image {cost.index + 1} of {total} ({cost.width_px}x{cost.height_px}): "
+                f"vLLM refuses this size: {count.refusal}"
+            )
+        wrapper = vision.max_image_tokens().wrapper_tokens
+        return replace(cost, tokens=engine_image_tokens(count.prompt_tokens, wrapper))
 
     def _readable(self, item: MediaItem, rule: VideoRule | None) -> bool:
         """Whether the sidecar reads this video's container to price it."""

@@ -217,9 +217,13 @@ def _pixel_range(root: dict[str, Any], policy: BodyPolicy) -> PixelRange | None:
     bounds = [kwargs.get("min_pixels", size.get("shortest_edge")),
               kwargs.get("max_pixels", size.get("longest_edge"))]  # fmt: skip
     for bound in bounds:
-        if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool)):
+        # Zero or fewer pixels has no resize: the processor's arithmetic divides by it.
+        if bound is not None and (
+            not isinstance(bound, int) or isinstance(bound, bool) or bound < 1
+        ):
             raise InvalidRequestError(
-                "mm_processor_kwargs pixel bounds must be integers", param="mm_processor_kwargs"
+                "mm_processor_kwargs pixel bounds must be positive integers",
+                param="mm_processor_kwargs",
             )
     if bounds == [None, None]:
         return None

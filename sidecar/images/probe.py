@@ -46,7 +46,7 @@ from sidecar.images.data_uri import (
 )
 from sidecar.images.headers import SUPPORTED_FORMATS
 from sidecar.images.headers.contract import ByteSource, StoredHeader
-from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
+from sidecar.settings import VLLM_MAX_IMAGE_PIXELS
 
 __all__ = [
     "DEFAULT_MAX_IMAGE_PIXELS",

@@ -40,6 +40,7 @@ Errors, all ``ImageError`` and therefore HTTP 400 naming the URL::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ from sidecar.images.addresses import (
 )
 from sidecar.images.probe import ImageHeader, probe_bytes
 from sidecar.images.resolver import PinnedResolver, Resolver, resolve_with_getaddrinfo
-from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
+from sidecar.settings import VLLM_MAX_IMAGE_PIXELS
 
 __all__ = [  # IPAddress, Resolver and the two defaults shape the prober's constructor
     "IPAddress",
@@ -120,6 +121,10 @@ class RemoteImageProber:
         self._address_allowed = address_allowed
         self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
         self._closed = False
+        # Wraps each fetch; the serving app makes it a trace span (images come before observe).
+        self.fetch_span: Callable[[], contextlib.AbstractContextManager[object]] = (
+            contextlib.nullcontext
+        )
 
     async def probe(self, url: str) -> ImageHeader:
         """The image header at ``url``, fetching no more than ``policy.max_bytes``."""
@@ -147,8 +152,9 @@ class RemoteImageProber:
         ) as session:
             run = _ProbeRun(self, session, pins, url, parse, noun)
             try:
-                async with asyncio.timeout(self.policy.timeout_seconds):
-                    return await run.probe()
+                with self.fetch_span():
+                    async with asyncio.timeout(self.policy.timeout_seconds):
+                        return await run.probe()
             except TimeoutError:
                 raise run.fetch_error(
                     f"no header within {self.policy.timeout_seconds:g} s (timeout)"

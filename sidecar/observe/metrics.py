@@ -21,7 +21,9 @@ from sidecar.admission.budgets import Budgets
 from sidecar.admission.decision import Decision, Reason
 from sidecar.admission.discipline import PriorityPolicy
 from sidecar.admission.ledger import KvLedger
+from sidecar.cost.engine_prices import CALIBRATION_OUTCOMES
 from sidecar.engine import EngineFacts
+from sidecar.engine.calibration import EngineCalibration
 from sidecar.observe.labels import (
     BUDGET_NAMES,
     ERROR_TOKEN_BUCKETS,
@@ -281,6 +283,10 @@ class Metrics:
         self.upstream_errors = counter(
             "upstream_errors_total", "Failures talking to vLLM, by kind.", ("model", "kind")
         )
+        self.trace_spans_dropped = counter(
+            "trace_spans_dropped_total",
+            "Trace spans never exported: the OTLP export failed or the span queue was full.",
+        )
         self.budgets = {
             name: gauge(f"budget_{name}", f"SIDECAR_{name.upper()} in force now; 0: unlimited.")
             for name in BUDGET_NAMES
@@ -307,6 +313,28 @@ class Metrics:
         )
         self.engine_saturated = gauge(
             "engine_saturated", "1 while new requests are held because vLLM is saturated."
+        )
+        self.rule_check_mismatches = gauge(
+            "rule_check_mismatches",
+            "Image sizes on which the rule and vLLM's /tokenize disagreed at the last self-check; "
+            "0 when all agreed or none ran.",
+        )
+        self.rule_check_timestamp_seconds = gauge(
+            "rule_check_timestamp_seconds",
+            "Unix time of the last completed self-check of the rule against vLLM; 0: none yet.",
+        )
+        self.engine_pricing = gauge(
+            "engine_pricing", "1 while images are priced by vLLM's own count (SIDECAR_PRICING)."
+        )
+        self.engine_memo_sizes = gauge(
+            "engine_memo_sizes", "Image sizes whose vLLM count (or refusal) is remembered."
+        )
+        self.engine_calibrations = counter(
+            "engine_calibrations_total",
+            "Image sizes looked up in vLLM's counts, by outcome: hit (remembered), answered, "
+            "refused (vLLM refuses the size), failed (no answer), bounded (priced at the upper "
+            "bound: rate spent or answer late).",
+            ("model", "outcome"),
         )
         self.kv_block_size_tokens = gauge(
             "kv_block_size_tokens",
@@ -344,6 +372,7 @@ class Metrics:
         self.video_seconds_child = self.video_seconds.labels(model)
         self.downscaled_images_child = self.downscaled_images.labels(model)
         self.downscale_seconds_child = self.downscale_seconds.labels(model)
+        self.trace_spans_dropped_child = self.trace_spans_dropped.labels(model)
         self.queue_wait_seconds_child = self.queue_wait_seconds.labels(model)
         for label in PriorityPolicy().band_labels:  # watch_bands adds the operator's bands
             self.band(label)
@@ -357,6 +386,8 @@ class Metrics:
             self.engine_max_model_len, self.engine_kv_capacity_tokens,
             self.engine_kv_cache_usage, self.engine_requests_waiting, self.engine_saturated,
             self.kv_block_size_tokens, self.kv_state_bytes_per_request,
+            self.rule_check_mismatches, self.rule_check_timestamp_seconds, self.engine_pricing,
+            self.engine_memo_sizes,
             *self.budgets.values(),
         ):  # fmt: skip
             metric.labels(model)
@@ -519,6 +550,24 @@ class Metrics:
         self.engine_kv_cache_usage.labels(model).set_function(reader("kv_cache_usage_perc"))
         self.engine_requests_waiting.labels(model).set_function(reader("num_requests_waiting"))
         self.engine_saturated.labels(model).set_function(lambda: float(saturated()))
+
+    def watch_calibration(self, calibration: EngineCalibration) -> None:
+        """Export the self-check and the memo of vLLM's counts, at each scrape."""
+        model, prices = self.model, calibration.prices
+        self.rule_check_mismatches.labels(model).set_function(lambda: float(calibration.mismatches))
+
+        def checked_at() -> float:
+            check = calibration.last_check
+            return 0.0 if check is None else check.checked_at_unix_seconds
+
+        self.rule_check_timestamp_seconds.labels(model).set_function(checked_at)
+        self.engine_pricing.labels(model).set_function(lambda: float(prices.active))
+        self.engine_memo_sizes.labels(model).set_function(lambda: float(len(prices)))
+        children = {
+            outcome: self.engine_calibrations.labels(model, outcome)
+            for outcome in CALIBRATION_OUTCOMES
+        }
+        prices.on_outcome = lambda outcome: children[outcome].inc()
 
     def watch_kv_geometry(self, kv: Callable[[], KvGeometry]) -> None:
         """Export the KV block size and the per-request state pricing uses now, at each

@@ -58,6 +58,7 @@ class RequestRecord:
     usage: Usage | None = None
     upstream_error_kind: str | None = None
     shadow: bool = False
+    trace_id: str | None = None  # of the request's span when tracing samples it
     queue_tags: QueueTags = NO_TAGS  # objective, body priority, tenant, as sent
     queue_class: QueueClass = DEFAULT_CLASS  # band and tenant (admission.discipline)
     band: str = "0"  # the band's metric label
@@ -105,12 +106,14 @@ class RequestRecord:
         """Record metrics and emit the request's one log line."""
         now = self.finished_at = time.perf_counter()
         series = metrics.for_route(self.route.label)
+        # OpenMetrics exposition shows the traced request behind a latency or KV bucket.
+        exemplar = None if self.trace_id is None else {"trace_id": self.trace_id}
         series.request(self.decision, self.reason).inc()
         priced = self.original or self.prediction
         if priced is not None:
             series.visual_tokens.observe(priced.visual_tokens)
             series.prompt_tokens.observe(priced.prompt_tokens)
-            series.kv_bytes.observe(priced.kv_bytes)
+            series.kv_bytes.observe(priced.kv_bytes, exemplar)
             series.images.observe(len(priced.images))
             images = priced.images
             observe_all(metrics.image_tokens_child, [image.tokens.tokens for image in images])
@@ -129,7 +132,7 @@ class RequestRecord:
             metrics.downscaled_images_child.inc()
             metrics.downscale_seconds_child.observe(seconds)
         if self.reason is Reason.QUEUE_TIMEOUT:  # waits that were granted are observed on grant
-            metrics.queue_wait_seconds_child.observe(self.waited_seconds)
+            metrics.queue_wait_seconds_child.observe(self.waited_seconds, exemplar)
             metrics.band(self.band).wait_seconds.observe(self.waited_seconds)
         if self.decision is Decision.REJECT:
             refusal = metrics.band(self.band).refusals.get(self.reason)
@@ -137,10 +140,10 @@ class RequestRecord:
                 refusal.inc()
         if self.upstream_sent_at is not None:
             overhead = self.upstream_sent_at - self.arrived_at - self.waited_seconds
-            series.overhead_seconds.observe(max(0.0, overhead))
+            series.overhead_seconds.observe(max(0.0, overhead), exemplar)
         if self.upstream is not None and self.upstream.first_byte_seconds is not None:
-            series.upstream_first_byte_seconds.observe(self.upstream.first_byte_seconds)
-        series.request_duration_seconds.observe(now - self.arrived_at)
+            series.upstream_first_byte_seconds.observe(self.upstream.first_byte_seconds, exemplar)
+        series.request_duration_seconds.observe(now - self.arrived_at, exemplar)
         if self.upstream_error_kind is not None:
             metrics.upstream_error_counter(self.upstream_error_kind).inc()
         forwarded = self.forwarded

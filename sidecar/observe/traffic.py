@@ -29,7 +29,7 @@ import orjson
 from sidecar.cost.prediction import RequestPrediction, VideoCost
 from sidecar.cost.pricer import PricingPolicy
 from sidecar.cost.request_body import RequestBody
-from sidecar.observe.record import RequestRecord
+from sidecar.observe.record import RequestRecord, prediction_error_split
 from sidecar.routes import BodyShape
 from sidecar.settings import Settings, TenantInLog
 
@@ -88,6 +88,12 @@ def traffic_entry(
     priced = record.original or record.prediction  # the request as the client sent it
     if priced is not None and record.parsed is not None:
         entry |= _cost_fields(priced, record.parsed, policy)
+    usage, forwarded = record.usage, record.forwarded
+    if usage is not None:
+        entry["obs"] = usage.prompt_tokens
+        split = None if forwarded is None else prediction_error_split(usage, forwarded)
+        if split is not None:  # vLLM's --enable-prompt-tokens-details: the rule against it
+            entry["img_err"] = split[0]
     return entry
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.errors import ConfigurationError
-from sidecar.profiles.architectures import Architecture, resolve_architecture
+from sidecar.profiles.architectures import Architecture, Support, resolve_architecture
 from sidecar.profiles.builtins import BUILTIN_MODELS
 from sidecar.profiles.kv_geometry import (
     GDN_PREFILL_CHECKPOINT_TOKENS,
@@ -32,6 +32,7 @@ from sidecar.video import VideoRule
 from sidecar.video.qwen import QwenVideoRule
 from sidecar.vision import PixelLimited, VisionRule
 from sidecar.vision.anyres import AnyresRule
+from sidecar.vision.engine_only import EngineOnlyRule
 from sidecar.vision.fixed import FixedTokensRule
 from sidecar.vision.gemma3 import Gemma3Rule
 from sidecar.vision.glm4v import Glm4vSmartResizeRule
@@ -218,8 +219,12 @@ def builtin_model_names() -> list[str]:
     return sorted(BUILTIN_MODELS)
 
 
-def load_profile(model: str, overrides: ProfileOverrides | None = None) -> ModelProfile:
-    """Profile for a built-in id or a model directory; ConfigurationError if neither."""
+def load_profile(
+    model: str, overrides: ProfileOverrides | None = None, *, engine_only: bool = False
+) -> ModelProfile:
+    """Profile for a built-in id or a model directory; ConfigurationError if neither.
+    ``engine_only``: a model directory whose family has no native rule gets
+    ``EngineOnlyRule`` (its images priced by vLLM's count) instead of an error."""
     overrides = overrides or ProfileOverrides()
     builtin = _find_builtin(model)
     if builtin is not None:
@@ -233,7 +238,7 @@ def load_profile(model: str, overrides: ProfileOverrides | None = None) -> Model
         )
         profile = replace(profile, parameter_count=entry.parameter_count)
     elif Path(model).is_dir():
-        profile = _profile_from_directory(Path(model))
+        profile = _profile_from_directory(Path(model), engine_only=engine_only)
     else:
         raise ConfigurationError(
             f"unknown model {model!r}: not a built-in profile and not a model directory. "
@@ -249,6 +254,7 @@ def profile_from_configs(
     *,
     source: str,
     video_preprocessor: dict[str, Any] | None = None,
+    engine_only: bool = False,
 ) -> ModelProfile:
     """Build a profile from parsed ``config.json`` and preprocessor config values.
 
@@ -256,11 +262,15 @@ def profile_from_configs(
     transformers' ``BaseVideoProcessor.get_video_processor_dict`` does, the video processor is
     built from ``preprocessor`` (the image processor's values).
     """
-    architecture = resolve_architecture(name, config)
+    architecture = resolve_architecture(name, config, engine_pricing=engine_only)
     model_type = str(config.get("model_type", ""))
-    rule = architecture.rule or ""  # resolve_architecture returns priced entries only
-    factory = VISION_RULES[rule]
-    config = architecture.model_config(config)
+    factory: VisionRuleFactory
+    if architecture.support is Support.NEEDS_ENGINE:
+        rule, factory = architecture.name, _engine_only_rule
+    else:
+        rule = architecture.rule or ""
+        factory = VISION_RULES[rule]
+        config = architecture.model_config(config)
     text = text_config(config)
     try:
         vision = PixelLimited(factory(rule, config, preprocessor))
@@ -306,7 +316,14 @@ def _find_builtin(model: str) -> str | None:
     return None
 
 
-def _profile_from_directory(directory: Path) -> ModelProfile:
+def _engine_only_rule(family: str, config: dict[str, Any], _: dict[str, Any]) -> VisionRule:
+    """No native rule: vLLM prices every size; the context bounds one of unknown cost."""
+    return EngineOnlyRule(
+        family, read_text_model(config, text_config(config)).max_position_embeddings
+    )
+
+
+def _profile_from_directory(directory: Path, *, engine_only: bool = False) -> ModelProfile:
     config = _read_json(directory / "config.json")
     preprocessor: dict[str, Any] = {}
     for candidate in ("preprocessor_config.json", "processor_config.json"):
@@ -321,6 +338,7 @@ def _profile_from_directory(directory: Path) -> ModelProfile:
         preprocessor,
         source=str(directory),
         video_preprocessor=_video_preprocessor(directory, preprocessor),
+        engine_only=engine_only,
     )
     return replace(profile, parameter_count=_parameter_count(directory, profile))
 

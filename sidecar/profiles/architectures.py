@@ -504,9 +504,15 @@ def find_architecture(config: Mapping[str, Any]) -> Architecture | None:
     return _BY_MODEL_TYPE.get(str(config.get("model_type", "")))
 
 
-def resolve_architecture(name: str, config: Mapping[str, Any]) -> Architecture:
-    """The entry a rule prices ``name``'s images with; ConfigurationError naming what to do
-    for an architecture vLLM 0.33 does not serve, one without a rule, or an unknown one."""
+def resolve_architecture(
+    name: str, config: Mapping[str, Any], *, engine_pricing: bool = False
+) -> Architecture:
+    """The entry that prices ``name``'s images; ConfigurationError naming what to do for an
+    architecture vLLM 0.33 does not serve, one without a rule, or an unknown one.
+
+    With ``engine_pricing`` (SIDECAR_PRICING ``auto`` or ``engine``) an architecture without
+    a rule is returned as it is (``Support.NEEDS_ENGINE``: vLLM prices every size), and so is
+    one the registry does not name, which vLLM serves through its Transformers backend."""
     entry = find_architecture(config)
     described = _described(config)
     audio = [str(n) for n in config.get("architectures") or () if n in NO_IMAGE_ARCHITECTURES]
@@ -515,6 +521,8 @@ def resolve_architecture(name: str, config: Mapping[str, Any]) -> Architecture:
             f"model {name!r} is {audio[0]}, which vLLM 0.33 serves for audio or video only: "
             "it takes no images, so there is nothing for the sidecar to price"
         )
+    if entry is None and engine_pricing:
+        return Architecture(described, Support.NEEDS_ENGINE, "transformers")
     if entry is None:
         raise ConfigurationError(
             f"model {name!r} is {described}, which is not an image architecture of vLLM "
@@ -527,7 +535,7 @@ def resolve_architecture(name: str, config: Mapping[str, Any]) -> Architecture:
             "and vLLM 0.33 does not serve (registry.py _PREVIOUSLY_SUPPORTED_MODELS); serve it "
             "with that vLLM and price it there, or choose a model vLLM 0.33 serves"
         )
-    if entry.support is Support.NEEDS_ENGINE:
+    if entry.support is Support.NEEDS_ENGINE and not engine_pricing:
         raise ConfigurationError(
             f"model {name!r} is {entry.name} (vLLM 0.33: {entry.vllm_module}), for which the "
             f"sidecar has no image rule yet: {ENGINE_PRICING_HINT}"

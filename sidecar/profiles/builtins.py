@@ -51,7 +51,8 @@ class BuiltinModel:
     preprocessor: dict[str, Any]
     parameter_count: int | None = None
     notes: dict[str, Any] = field(default_factory=dict)
-    # None: the checkpoint has no video processor config of its own (see model_profiles).
+    # None: the checkpoint has no video processor config of its own (see
+    # ``profiles.profile_from_configs``).
     video_preprocessor: dict[str, Any] | None = None
 
 

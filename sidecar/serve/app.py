@@ -9,13 +9,17 @@ queue behind traffic) serves ``/metrics``, ``/healthz`` (the process is up) and 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.openmetrics import exposition as openmetrics
 
 from sidecar.admission.budgets import Budgets, BudgetsInForce
 from sidecar.admission.discipline import PriorityPolicy
@@ -32,6 +36,7 @@ from sidecar.engine import (
     cache_dtype_differs,
     kv_geometry_after,
 )
+from sidecar.engine.calibration import EngineCalibration
 from sidecar.images.addresses import IPAddress, is_public_address
 from sidecar.images.remote import RemoteImagePolicy, RemoteImageProber
 from sidecar.images.resolver import Resolver
@@ -42,10 +47,20 @@ from sidecar.observe.router_load import (
     RouterLoadExposition,
     effective_load,
 )
+from sidecar.observe.tracing import (
+    NO_TRACING,
+    STAGE_REMOTE_FETCH,
+    DroppedSpans,
+    Tracer,
+    Warn,
+    stage,
+    tracing_requested,
+)
 from sidecar.observe.traffic import TrafficLog
 from sidecar.profiles import ModelProfile, ProfileOverrides, load_profile
 from sidecar.serve.keys import (
     BUDGETS,
+    CALIBRATION,
     DRAIN,
     ENGINE,
     LEDGER,
@@ -58,6 +73,7 @@ from sidecar.serve.keys import (
     ROUTER_LOAD,
     SATURATION,
     SETTINGS,
+    TRACER,
     TRAFFIC,
     UPSTREAM,
     Drain,
@@ -65,7 +81,7 @@ from sidecar.serve.keys import (
 )
 from sidecar.serve.relay import Upstream
 from sidecar.serve.router import dispatch, expect_continue
-from sidecar.settings import Mode, RemoteImages, Settings
+from sidecar.settings import Mode, Pricing, RemoteImages, Settings
 
 READINESS_TIMEOUT_SECONDS = 2.0
 
@@ -103,10 +119,16 @@ def make_app(
     registry: CollectorRegistry | None = None,
     profile: ModelProfile | None = None,
     remote_prober: RemoteImageProber | None = None,
+    tracer: Tracer | None = None,
 ) -> web.Application:
     """The traffic application, with metrics on ``registry``; ``remote_prober`` replaces the
-    one built from settings (tests inject one with a stub resolver)."""
-    profile = profile or load_profile(settings.model, ProfileOverrides.from_settings(settings))
+    one built from settings (tests inject one with a stub resolver), ``tracer`` the one the
+    ``OTEL_*`` variables describe (tests inject one with an in-memory exporter)."""
+    profile = profile or load_profile(
+        settings.model,
+        ProfileOverrides.from_settings(settings),
+        engine_only=settings.pricing is not Pricing.RULE,  # a family with no rule: ask vLLM
+    )
     registry = registry or CollectorRegistry()
     metrics = Metrics(registry, model=model_label(settings, profile))
     budgets = BudgetsInForce(Budgets.from_settings(settings, profile))
@@ -117,15 +139,25 @@ def make_app(
         max_tenant_queue_depth=settings.max_tenant_queue_depth,
         aging_seconds=settings.priority_aging_seconds,
     )
+    engine = EngineView(kv=profile.kv, max_position_embeddings=profile.max_position_embeddings)
+    calibration = EngineCalibration(
+        settings,
+        profile,
+        model=metrics.model,
+        logger=get_logger(),
+        context_tokens=lambda: engine.context_tokens,
+    )
     pricer = Pricer(
         profile,
         PricingPolicy.from_settings(settings),
         remote_prober or make_remote_prober(settings),
         _prompt_counter(settings, profile),
         _text_overhead(settings, profile),
+        engine=calibration.prices,
     )
+    if pricer.remote is not None:
+        pricer.remote.fetch_span = partial(stage, STAGE_REMOTE_FETCH)
     saturation = SaturationGate(settings.saturation_kv_usage, settings.saturation_waiting_requests)
-    engine = EngineView(kv=profile.kv, max_position_embeddings=profile.max_position_embeddings)
 
     # The inspected routes read and bound the body themselves; pass-through streams it.
     app = web.Application(client_max_size=int(settings.max_body_bytes))
@@ -145,8 +177,14 @@ def make_app(
     )
     app[RESIZE_POOL] = ThreadPoolExecutor(settings.downscale_workers, thread_name_prefix="resize")
     app[ENGINE] = engine
+    app[CALIBRATION] = calibration
     app[DRAIN] = Drain()
     app[TRAFFIC] = TrafficLog(settings, metrics.model)
+    app[TRACER] = tracer or tracer_from_environment(
+        os.environ,
+        on_dropped=metrics.trace_spans_dropped_child.inc,
+        warn=app[LOGGER].warning,
+    )
 
     router_load = RouterLoadCollector(
         metrics.model,
@@ -164,6 +202,7 @@ def make_app(
     metrics.watch_bands(ledger, policy)
     metrics.watch_engine(lambda: engine.facts, lambda: saturation.saturated)
     metrics.watch_kv_geometry(lambda: engine.kv)
+    metrics.watch_calibration(calibration)
     metrics.watch_budgets(
         lambda: budgets.current,
         queue_timeout_seconds=settings.queue_timeout_seconds,
@@ -174,9 +213,30 @@ def make_app(
     app.cleanup_ctx.append(_upstream_session)
     app.cleanup_ctx.append(_engine_watcher)
     app.cleanup_ctx.append(_traffic_log)
+    app.cleanup_ctx.append(_tracer)
     # One route for every path: ``router`` reads the raw path as vLLM's server would.
     app.router.add_route("*", "/{tail:.*}", dispatch, expect_handler=expect_continue)
     return app
+
+
+def tracer_from_environment(
+    environ: Mapping[str, str], *, on_dropped: DroppedSpans, warn: Warn
+) -> Tracer:
+    """The OpenTelemetry tracer when ``environ`` (the process environment) asks for one,
+    else ``NO_TRACING``; ``on_dropped(n)`` is told of spans that never reach the collector."""
+    if not tracing_requested(environ):
+        return NO_TRACING
+    try:
+        from sidecar.observe.otel import OtelTracer  # the otel extra: imported only when asked
+    except ImportError as exc:
+        warn(
+            "tracing.unavailable",
+            error=str(exc),
+            hint="OTEL_EXPORTER_OTLP_*ENDPOINT is set but the otel extra is not installed: "
+            "pip install 'vlm-sidecar[otel]'",
+        )
+        return NO_TRACING
+    return OtelTracer.from_environment(on_dropped=on_dropped, warn=warn)
 
 
 def _prompt_counter(settings: Settings, profile: ModelProfile) -> PromptCounter | None:
@@ -212,27 +272,44 @@ async def _traffic_log(app: web.Application) -> AsyncIterator[None]:
         app[LOGGER].warning("traffic_log.dropped", lines=traffic.dropped, path=traffic.path)
 
 
+async def _tracer(app: web.Application) -> AsyncIterator[None]:
+    yield
+    # Exports what is still queued: blocking, and as long as the collector takes to answer.
+    await asyncio.to_thread(app[TRACER].shutdown)
+
+
 async def _engine_watcher(app: web.Application) -> AsyncIterator[None]:
-    settings = app[SETTINGS]
-    if settings.engine_poll_seconds <= 0:
+    settings, logger = app[SETTINGS], app[LOGGER]
+    upstream, calibration = app[UPSTREAM], app[CALIBRATION]
+    calibration.attach(upstream.session, upstream.base_url)
+    remembered = calibration.load_memo()
+    if remembered:
+        logger.info("engine_memo.loaded", sizes=remembered, path=settings.engine_memo_path)
+    if settings.engine_poll_seconds <= 0:  # no poll: no self-check either
         yield
+        await calibration.close()
         return
-    logger = app[LOGGER]
 
     def failed(error: str) -> None:
         logger.debug("engine.unreachable", error=error)
 
-    upstream = app[UPSTREAM]
+    def polled(facts: EngineFacts) -> None:
+        apply_engine_facts(app, facts)
+        calibration.refresh_bound()
+        calibration.engine_polled()
+
     watcher = EngineWatcher(
         upstream.session,
         upstream.base_url,
         interval_seconds=settings.engine_poll_seconds,
-        on_facts=lambda facts: apply_engine_facts(app, facts),
+        on_facts=polled,
         on_failure=failed,
+        on_connected=calibration.engine_connected,
     )
     watcher.start()
     yield
     await watcher.stop()
+    await calibration.close()
 
 
 def apply_engine_facts(app: web.Application, facts: EngineFacts) -> None:
@@ -284,9 +361,16 @@ def apply_engine_facts(app: web.Application, facts: EngineFacts) -> None:
 
 def make_metrics_app(traffic: web.Application, registry: CollectorRegistry) -> web.Application:
     """``/metrics``, ``/healthz`` and ``/readyz`` on the metrics port."""
-    upstream, drain = traffic[UPSTREAM], traffic[DRAIN]
+    upstream, drain, calibration = traffic[UPSTREAM], traffic[DRAIN], traffic[CALIBRATION]
 
-    async def metrics(_: web.Request) -> web.Response:
+    async def metrics(request: web.Request) -> web.Response:
+        # OpenMetrics when the scraper asks for it (Prometheus does, with exemplar storage
+        # on): only that format carries the histograms' trace-id exemplars.
+        if "application/openmetrics-text" in request.headers.get("Accept", ""):
+            return web.Response(
+                body=openmetrics.generate_latest(registry),  # type: ignore[no-untyped-call]  # unannotated upstream
+                headers={"Content-Type": openmetrics.CONTENT_TYPE_LATEST},
+            )
         response = web.Response(body=generate_latest(registry))
         response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
         response.charset = "utf-8"
@@ -298,6 +382,9 @@ def make_metrics_app(traffic: web.Application, registry: CollectorRegistry) -> w
     async def readyz(_: web.Request) -> web.Response:
         if drain.draining:
             return web.json_response({"status": "draining"}, status=503)
+        held = calibration.holds_readiness
+        if held is not None:  # SIDECAR_RULE_MISMATCH=refuse
+            return web.json_response({"status": "not ready", "detail": held}, status=503)
         try:
             async with upstream.session.get(
                 upstream.url("/health"),

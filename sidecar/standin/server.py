@@ -20,6 +20,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from sidecar.engine.counts import CALIBRATION_HEADER
 from sidecar.standin.config import Fault, StandinConfig
 from sidecar.standin.metrics import EngineCounters, make_registry
 from sidecar.standin.replies import (
@@ -67,6 +68,7 @@ class StandinState:
     def __init__(self, config: StandinConfig) -> None:
         self.config = config
         self.requests: list[RecordedRequest] = []
+        self.calibrations: list[RecordedRequest] = []  # the sidecar's /tokenize self-checks
         self.counters = EngineCounters()
         self.registry = make_registry(lambda: self.config, self.counters)
         self.closing = False
@@ -119,7 +121,9 @@ class StandinState:
             recorded = RecordedRequest(
                 request.method, request.path, request.query_string, headers, body
             )
-            self.requests.append(recorded)
+            # The sidecar's own calls to learn image costs are not traffic it forwarded.
+            calibrating = CALIBRATION_HEADER in request.headers
+            (self.calibrations if calibrating else self.requests).append(recorded)
 
 
 STATE = web.AppKey("standin_state", StandinState)
@@ -267,12 +271,16 @@ async def _counting(request: web.Request) -> web.Response:
     state.record(request, raw)
     try:
         body = _parse(raw)
-        check_request(state.config, request.path, body)
+        # The sidecar's own synthetic images are known to load: not decoded here, so that a
+        # test counting the pixels its process decodes sees only the traffic's.
+        if CALIBRATION_HEADER not in request.headers:
+            check_request(state.config, request.path, body)
+        # A prompt_tokens_fn may refuse too, as vLLM's processor refuses a size.
+        if request.path == "/tokenize":
+            return _json(tokenize_answer(state.config, body))
+        return _json(count_tokens_answer(state.config, body))
     except StandinRequestError as exc:
         return _refusal(request, exc)
-    if request.path == "/tokenize":
-        return _json(tokenize_answer(state.config, body))
-    return _json(count_tokens_answer(state.config, body))
 
 
 async def _version(request: web.Request) -> web.Response:

@@ -35,8 +35,8 @@ import av
 import av.error
 
 from sidecar.errors import TruncatedImageError, VideoError
+from sidecar.settings import VLLM_MAX_IMAGE_PIXELS
 from sidecar.video import isobmff
-from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
 
 DEFAULT_MAX_FRAME_PIXELS = VLLM_MAX_IMAGE_PIXELS  # the image limit, SIDECAR_MAX_DECODE_PIXELS
 _EPS_ZERO = 0.000025  # OpenCV's eps_zero: a duration below it counts as unknown

@@ -94,7 +94,8 @@ class QwenVideoRule:
     def from_configs(
         cls, family: str, config: dict[str, Any], video_preprocessor: dict[str, Any]
     ) -> QwenVideoRule:
-        """Build from the video processor's config values (see ``model_profiles``)."""
+        """Build from the video processor's config values (see
+        ``profiles.profile_from_configs``)."""
         loader = _LOADERS[family]
         defaults = _CLASS_DEFAULTS[loader]
         size = video_preprocessor.get("size") or {}

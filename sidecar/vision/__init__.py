@@ -24,11 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol, Self
 
 from sidecar.errors import UnsupportedImageSizeError
-
-# vLLM's VLLM_MAX_IMAGE_PIXELS default (vllm/envs.py), Pillow's decompression-bomb limit
-# (2 x Image.MAX_IMAGE_PIXELS): vLLM refuses a larger image as it loads it
-# (vllm/multimodal/media/image.py ImageMediaIO.load_bytes), whatever the model.
-VLLM_MAX_IMAGE_PIXELS = 178_956_970
+from sidecar.settings import VLLM_MAX_IMAGE_PIXELS
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,3 +143,9 @@ class PixelLimited:
 
     def describe(self) -> str:
         return self.rule.describe()
+
+
+def family_rule(rule: VisionRule) -> VisionRule:
+    """The family's own rule behind the decode limit's wrapper, for code that asks which
+    family prices a model (engine-only pricing, the self-check's sizes)."""
+    return rule.rule if isinstance(rule, PixelLimited) else rule

@@ -127,6 +127,36 @@ def test_chart_omits_unset_flags_and_variables() -> None:
     assert not derived & set(data)
 
 
+def test_chart_tracing_points_both_containers_at_one_collector() -> None:
+    rendered = render_chart("tracing-values.yaml")
+    endpoint = "http://otel-collector.observability:4318/v1/traces"
+    data = rendered.one("ConfigMap")["data"]
+    assert {name: value for name, value in data.items() if name.startswith("OTEL_")} == {
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+        "OTEL_SERVICE_NAME": "vlm-sidecar",
+        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+        "OTEL_TRACES_SAMPLER_ARG": "0.1",
+        "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod",
+    }
+    for pod in serving_pods(rendered):
+        assert vllm_flags(pod.vllm)["--otlp-traces-endpoint"] == endpoint
+        env = {item["name"]: item["value"] for item in pod.vllm["env"]}
+        assert env["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] == "http/protobuf"  # not gRPC
+        assert env["OTEL_SERVICE_NAME"] == "vllm"
+        assert env["OTEL_TRACES_SAMPLER"] == "parentbased_traceidratio"
+
+
+def test_chart_tracing_off_sets_nothing_and_on_needs_an_endpoint() -> None:
+    rendered = render_chart()
+    assert not [name for name in rendered.one("ConfigMap")["data"] if name.startswith("OTEL_")]
+    pod = serving_pods(rendered)[0]
+    assert "--otlp-traces-endpoint" not in vllm_flags(pod.vllm)
+    assert not [e for e in pod.vllm.get("env", []) if e["name"].startswith("OTEL_")]
+    result = run(helm_template_command("--set", "tracing.enabled=true"))
+    assert result.returncode != 0
+    assert "tracing.enabled needs tracing.endpoint" in result.stderr
+
+
 def test_chart_checksum_annotation_changes_with_the_sidecar_config() -> None:
     def checksum(*sets: str) -> str:
         pod = serving_pods(render_chart(None, *sets))[0]

@@ -85,6 +85,7 @@ def test_dockerfile_builds_a_wheel_then_runs_it_from_a_venv_in_slim_python() -> 
     build = " ".join(rest for name, rest in steps if name == "RUN")
     assert "pip wheel" in build
     assert "[dev]" not in build, "no dev dependencies in the image"
+    assert '"${wheel}[otel]"' in build, "tracing needs the OpenTelemetry SDK in the image"
     copies = [rest for name, rest in runtime_stage() if name == "COPY"]
     assert copies == ["--from=build /opt/venv /opt/venv"]
 

@@ -105,6 +105,22 @@ def test_overlays_run_in_their_own_namespaces() -> None:
     assert len(namespaces) == len([k for k in KUSTOMIZATIONS if k.startswith("overlays/")])
 
 
+def test_traced_overlay_sends_both_containers_to_one_collector_over_http() -> None:
+    rendered = render_kustomization("overlays/qwen2.5-vl-7b-traced")
+    (pod,) = serving_pods(rendered)
+    config = next(
+        cm["data"]
+        for cm in rendered.of_kind("ConfigMap")
+        if cm["metadata"]["name"].startswith("vlm-sidecar-config")
+    )
+    flags = [arg for arg in pod.vllm["args"] if arg.startswith("--otlp-traces-endpoint=")]
+    assert flags == [f"--otlp-traces-endpoint={config['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT']}"]
+    env = {item["name"]: item.get("value") for item in pod.vllm["env"]}
+    assert env["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] == "http/protobuf"
+    assert env["HF_HUB_OFFLINE"] == "1"  # the base's entries are kept beside them
+    assert config["SIDECAR_MODEL"]  # merged into the base's settings, not replacing them
+
+
 def test_autoscaling_example_leaves_the_replica_count_to_the_autoscaler() -> None:
     rendered = render_kustomization("examples/autoscaling")
     scaled = rendered.one("ScaledObject")

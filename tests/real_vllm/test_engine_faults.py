@@ -207,6 +207,8 @@ def test_engine_restarted_with_another_pool_is_followed_without_a_sidecar_restar
     before_budget = faults.gauge("vlm_sidecar_kv_budget_bytes")
     before_context = faults.gauge("vlm_sidecar_engine_max_model_len")
     assert before_context == 8192
+    checked_at = faults.gauge("vlm_sidecar_rule_check_timestamp_seconds")
+    assert checked_at > 0  # the self-check ran when vLLM first answered
     faults.engine = _engine(
         faults.model_dir,
         faults.port,
@@ -225,6 +227,13 @@ def test_engine_restarted_with_another_pool_is_followed_without_a_sidecar_restar
         "the new KV pool as the auto budget",
         10 * POLL_SECONDS + 10,
     )
+    # The restarted engine is checked again (ask the engine), and still agrees with the rule.
+    _until(
+        lambda: faults.gauge("vlm_sidecar_rule_check_timestamp_seconds") > checked_at,
+        "the rule's self-check re-run after the restart",
+        10 * POLL_SECONDS + 30,
+    )
+    assert faults.gauge("vlm_sidecar_rule_check_mismatches") == 0
     answer = send(faults.sidecar.base_url, "POST", "/v1/chat/completions", _chat(faults.model))
     assert answer.status == 200, answer.body[:300]
     # The context follows too: a prompt over the new max_model_len is refused before vLLM.

@@ -23,6 +23,7 @@ from sidecar.images.refs import SequenceRef
 from sidecar.profiles import load_profile
 from sidecar.serve.keys import LEDGER, METRICS
 from sidecar.serve.server import RunningSidecar
+from sidecar.standin import FAULT_HEADER
 from sidecar.vision import VisionRule
 from tests.support.imaging import PROMPT
 from tests.support.sidecars import QWEN
@@ -93,7 +94,7 @@ async def post(
 
 def fault(value: str) -> dict[str, str]:
     """Request headers asking the stand-in for a fault (``x-standin-fault``), as JSON."""
-    return {"Content-Type": "application/json", "x-standin-fault": value}
+    return {"Content-Type": "application/json", FAULT_HEADER: value}
 
 
 def ledger_is_idle(sidecar: RunningSidecar) -> bool:

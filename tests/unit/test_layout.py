@@ -119,3 +119,80 @@ def test_layout_has_no_import_cycle() -> None:
 def test_layout_top_level_reads_as_the_pipeline() -> None:
     entries = sorted(p.name for p in PACKAGE.iterdir() if p.name != "__pycache__")
     assert len(entries) <= 20, entries
+
+
+# --- tests mirror the package -----------------------------------------------------------------
+# Every module with logic (a function or method of its own) has its unit test file at the same
+# place under tests/unit: ``sidecar/a/b.py`` in ``tests/unit/a/test_b.py``, a package's
+# ``__init__.py`` in ``tests/unit/a/test_a.py``. A second file about one aspect of a module is
+# ``test_<module>_<aspect>.py``. Modules with no function (enums, dataclasses, re-exports)
+# need none.
+
+UNIT_TESTS = Path(__file__).resolve().parent
+
+# Modules with functions but no logic a unit test could hold.
+NEEDS_NO_UNIT_TEST = {
+    "sidecar.__main__": "calls cli.commands.main; the CLI tests run it",
+}
+# Unit test files about the package as a whole rather than one module.
+ABOUT_THE_PACKAGE = {"test_layout.py": "this file: the layout and the mirror"}
+# Modules other work added before their tests: each one names who owes its file.
+NOT_YET_MIRRORED: dict[str, str] = {}
+
+
+def has_logic(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) for node in ast.walk(tree))
+
+
+def mirrored_test(module: str) -> Path:
+    """Where ``module``'s unit tests live."""
+    parts = module.split(".")[1:]
+    if modules()[module].name == "__init__.py":
+        return UNIT_TESTS.joinpath(*parts, f"test_{parts[-1]}.py")
+    return UNIT_TESTS.joinpath(*parts[:-1], f"test_{parts[-1]}.py")
+
+
+def module_tested_by(test_file: Path) -> str | None:
+    """The module a unit test file is about (its name, or ``<module>_<aspect>``), if any."""
+    folder = test_file.parent.relative_to(UNIT_TESTS).parts
+    package = ".".join(("sidecar", *folder))
+    name = test_file.stem.removeprefix("test_")
+    found = modules()
+    if folder and (name == folder[-1] or name.startswith(folder[-1] + "_")) and package in found:
+        return package  # the package's __init__, or an aspect of it
+    # The whole name first, then each prefix that ends before an underscore, longest first.
+    candidates = [f"{package}.{name}"] + [
+        f"{package}.{name[:at]}" for at in range(len(name) - 1, 0, -1) if name[at] == "_"
+    ]
+    return next((module for module in candidates if module in found), None)
+
+
+def test_layout_every_module_with_logic_has_its_mirrored_unit_test_file() -> None:
+    missing = [
+        f"{module}: {mirrored_test(module).relative_to(UNIT_TESTS.parents[1])}"
+        for module, path in modules().items()
+        if module != "sidecar"
+        and module not in NEEDS_NO_UNIT_TEST
+        and module not in NOT_YET_MIRRORED
+        and has_logic(path)
+        and not mirrored_test(module).exists()
+    ]
+    assert not missing, "modules without their unit test file:\n" + "\n".join(missing)
+
+
+def test_layout_every_unit_test_file_is_about_a_module() -> None:
+    stray = [
+        str(path.relative_to(UNIT_TESTS))
+        for path in sorted(UNIT_TESTS.rglob("test_*.py"))
+        if path.name not in ABOUT_THE_PACKAGE and module_tested_by(path) is None
+    ]
+    assert not stray, "unit test files named for no module of sidecar/: " + ", ".join(stray)
+
+
+def test_layout_the_exemptions_name_modules_that_exist_and_still_need_them() -> None:
+    found = modules()
+    for module in (*NEEDS_NO_UNIT_TEST, *NOT_YET_MIRRORED):
+        assert module in found, f"{module} is exempted but no longer exists"
+    for module in NOT_YET_MIRRORED:
+        assert not mirrored_test(module).exists(), f"{module} has its tests: drop its exemption"

@@ -117,16 +117,61 @@ the rest is derived from the values vLLM is given too, so engine and sidecar can
 {{- with .Values.images.maxPerRequest }}
 {{- $_ := set $env "SIDECAR_MAX_IMAGES_PER_REQUEST" (toString (int .)) }}
 {{- end }}
+{{- if .Values.tracing.enabled }}
+{{- range $name, $value := include "vlm-sidecar.otelEnv" (list . .Values.tracing.serviceName) | fromYaml }}
+{{- $_ := set $env $name $value }}
+{{- end }}
+{{- end }}
 {{- toYaml $env }}
 {{- end }}
 
 {{/*
-vLLM's environment: `vllm.env`, and the layer partition the sidecar is told too.
+The traces endpoint both containers export to: `tracing.endpoint` plus the OTLP/HTTP path.
+*/}}
+{{- define "vlm-sidecar.tracesEndpoint" -}}
+{{- if not .Values.tracing.endpoint }}
+{{- fail "tracing.enabled needs tracing.endpoint (the collector's OTLP/HTTP URL, e.g. http://otel-collector:4318)" }}
+{{- end }}
+{{- printf "%s/v1/traces" (trimSuffix "/" .Values.tracing.endpoint) }}
+{{- end }}
+
+{{/*
+The standard OTEL_* variables for one container, as a YAML mapping; called with (root, service name).
+*/}}
+{{- define "vlm-sidecar.otelEnv" -}}
+{{- $root := index . 0 }}
+{{- $t := $root.Values.tracing }}
+{{- $env := dict "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" (include "vlm-sidecar.tracesEndpoint" $root) "OTEL_SERVICE_NAME" (index . 1) "OTEL_TRACES_SAMPLER" $t.sampler }}
+{{- with $t.samplerArg }}
+{{- $_ := set $env "OTEL_TRACES_SAMPLER_ARG" . }}
+{{- end }}
+{{- $attributes := list }}
+{{- range $key, $value := $t.resourceAttributes }}
+{{- $attributes = append $attributes (printf "%s=%v" $key $value) }}
+{{- end }}
+{{- with $attributes }}
+{{- $_ := set $env "OTEL_RESOURCE_ATTRIBUTES" (join "," .) }}
+{{- end }}
+{{- toYaml $env }}
+{{- end }}
+
+{{/*
+vLLM's environment: `vllm.env`, the layer partition the sidecar is told too, and the OTEL_*
+variables when vLLM exports traces.
 */}}
 {{- define "vlm-sidecar.vllmEnv" -}}
 {{- $env := concat (.Values.vllm.env | default list) list }}
 {{- with .Values.vllm.pipelineLayerPartition }}
 {{- $env = append $env (dict "name" "VLLM_PP_LAYER_PARTITION" "value" .) }}
+{{- end }}
+{{- if and .Values.tracing.enabled .Values.tracing.vllm }}
+{{- $otel := include "vlm-sidecar.otelEnv" (list . .Values.tracing.vllmServiceName) | fromYaml }}
+{{- /* vLLM's exporter speaks gRPC unless told otherwise; the endpoint is its flag. */}}
+{{- $_ := set $otel "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" "http/protobuf" }}
+{{- $_ := unset $otel "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" }}
+{{- range $name := keys $otel | sortAlpha }}
+{{- $env = append $env (dict "name" $name "value" (get $otel $name)) }}
+{{- end }}
 {{- end }}
 {{- with $env }}
 {{- toYaml . }}
@@ -191,6 +236,9 @@ sidecar's variables (see vlm-sidecar.sidecarEnv).
 {{- end }}
 {{- if $limits }}
 - {{ printf "--limit-mm-per-prompt=%s" (toJson $limits) | quote }}
+{{- end }}
+{{- if and .Values.tracing.enabled .Values.tracing.vllm }}
+- --otlp-traces-endpoint={{ include "vlm-sidecar.tracesEndpoint" . }}
 {{- end }}
 {{- range $v.extraArgs }}
 - {{ . | quote }}

@@ -16,7 +16,6 @@ from sidecar.admission.discipline import (
     classify,
     read_tags,
 )
-from sidecar.settings import parse_objective_priorities
 
 MAPPING = {"chat": 10, "default": 0, "batch": -1}
 POLICY = PriorityPolicy(objective_priorities=MAPPING)
@@ -78,15 +77,6 @@ def test_read_tags_keeps_what_the_request_says_whatever_the_rules() -> None:
     named = PriorityPolicy(fairness=False, fairness_id_header="x-team")
     assert read_tags(headers, "7", named) == QueueTags("batch", None, "red")
     assert read_tags(CIMultiDict(), None, POLICY) is read_tags(CIMultiDict(), 1.5, POLICY)
-
-
-def test_parse_objective_priorities_reads_the_mapping_and_names_a_bad_item() -> None:
-    assert parse_objective_priorities(" chat=10, default=0,batch=-1,") == MAPPING
-    assert parse_objective_priorities("") == {}
-    with pytest.raises(ValueError, match="'batch'"):
-        parse_objective_priorities("chat=10,batch")
-    with pytest.raises(ValueError, match="'=3'"):
-        parse_objective_priorities("=3")
 
 
 def drain(queue: FairQueue[str], now: float = 0.0) -> list[str]:

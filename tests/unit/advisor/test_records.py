@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import astuple
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from sidecar.advisor.records import TrafficRecord, parse_lines, parse_record
+from sidecar.advisor.records import TrafficRecord, parse_lines, parse_record, read_traffic_log
+from tests.support.sidecars import QWEN
 from tests.support.traffic_lines import COST_FIELDS, OWN_FIELDS, record_line
 
 
@@ -139,3 +141,29 @@ def test_random_logs_read_as_a_line_by_line_parse_reads_them() -> None:
         contents = parse_lines(lines)
         assert rows(contents.records) == rows(plainly(lines))
         assert contents.headers == 1
+
+
+def test_lines_are_read_oldest_file_first_and_bad_lines_are_counted(tmp_path: Path) -> None:
+    def line(request_id: str, arrival: float) -> bytes:
+        return orjson.dumps(
+            {
+                "id": request_id,
+                "t": arrival,
+                "route": "chat_completions",
+                "model": QWEN,
+                "decision": "admit",
+                "reason": "within_budget",
+                "wait": 0,
+                "dur": 1,
+                "held": 1,
+            }
+        )
+
+    header = orjson.dumps({"kind": "settings", "settings": {"model": QWEN}})
+    (tmp_path / "t.jsonl.1").write_bytes(b"\n".join([header, line("old", 5.0)]) + b"\n")
+    (tmp_path / "t.jsonl").write_bytes(b"\n".join([header, line("new", 9.0), b'{"cut']))
+    contents = read_traffic_log(tmp_path / "t.jsonl")
+    assert [r.request_id for r in contents.records] == ["old", "new"]
+    assert (contents.headers, contents.skipped_lines) == (2, 1)
+    assert contents.records[0].cost is None
+    assert parse_lines([b"", b"[1, 2]", b"{}"]).skipped_lines == 2

@@ -1,24 +1,12 @@
-"""advisor.repricing, advisor.records and advisor.candidates: a record priced under candidate
-settings as the serving code prices it; lines read back; --set applied to the recorded base."""
+"""advisor.repricing: a record priced under candidate settings as the serving code prices it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import orjson
 import pytest
 
 from sidecar.admission.decision import Decision, Reason
-from sidecar.advisor.candidates import (
-    candidate_settings,
-    changed,
-    field_for,
-    parse_assignments,
-    replay_notes,
-)
-from sidecar.advisor.records import RecordedCost, parse_lines, read_traffic_log
+from sidecar.advisor.records import RecordedCost
 from sidecar.advisor.repricing import Candidate, with_settings
-from sidecar.errors import ConfigurationError
 from sidecar.settings import Settings
 from tests.support.imaging import PROMPT
 from tests.support.proxy_helpers import RULE, expected, text_tokens
@@ -104,87 +92,7 @@ def test_allowances_and_default_output_follow_the_candidate() -> None:
     assert priced.kv_bytes == expected([], image_tokens=[], media_tokens=452, output_tokens=64)[2]
 
 
-def test_equal_costs_price_equally_and_images_are_priced_once() -> None:
+def test_equal_costs_price_equally_whoever_prices_them_first() -> None:
     candidate = Candidate(BASE)
     assert candidate.price(cost(PHOTO)) == candidate.price(cost(PHOTO, text_tokens=23))
-    assert candidate._image(0, PHOTO, candidate.vision) is candidate._image(
-        0, PHOTO, candidate.vision
-    )
-
-
-def test_lines_are_read_oldest_file_first_and_bad_lines_are_counted(tmp_path: Path) -> None:
-    def line(request_id: str, arrival: float) -> bytes:
-        return orjson.dumps(
-            {
-                "id": request_id,
-                "t": arrival,
-                "route": "chat_completions",
-                "model": QWEN,
-                "decision": "admit",
-                "reason": "within_budget",
-                "wait": 0,
-                "dur": 1,
-                "held": 1,
-            }
-        )
-
-    header = orjson.dumps({"kind": "settings", "settings": {"model": QWEN}})
-    (tmp_path / "t.jsonl.1").write_bytes(b"\n".join([header, line("old", 5.0)]) + b"\n")
-    (tmp_path / "t.jsonl").write_bytes(b"\n".join([header, line("new", 9.0), b'{"cut']))
-    contents = read_traffic_log(tmp_path / "t.jsonl")
-    assert [r.request_id for r in contents.records] == ["old", "new"]
-    assert (contents.headers, contents.skipped_lines) == (2, 1)
-    assert contents.records[0].cost is None
-    assert parse_lines([b"", b"[1, 2]", b"{}"]).skipped_lines == 2
-
-
-def test_set_applies_to_the_recorded_settings() -> None:
-    changes = parse_assignments(
-        ["SIDECAR_MAX_PIXELS=1003520", "SIDECAR_MAX_IMAGE_TOKENS=", "SIDECAR_BLOCK_SIZE=32"]
-    )
-    assert changes == {"max_pixels": "1003520", "max_image_tokens": None, "block_size_tokens": "32"}
-    recorded = {"model": QWEN, "max_image_tokens": 4096, "kv_budget_bytes": 1000}
-    settings = candidate_settings(recorded, changes, model=None)
-    assert (settings.max_pixels, settings.max_image_tokens, settings.kv_budget_bytes) == (
-        1_003_520,
-        None,
-        1000,
-    )
-    base = candidate_settings(recorded, {}, model=None)
-    assert set(changed(base, settings)) == {
-        "SIDECAR_MAX_PIXELS",
-        "SIDECAR_MAX_IMAGE_TOKENS",
-        "SIDECAR_BLOCK_SIZE_TOKENS",
-    }
-
-
-def test_without_a_header_the_environment_and_the_recorded_model_are_the_base(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("SIDECAR_MODEL", raising=False)
-    monkeypatch.setenv("SIDECAR_MAX_IMAGE_TOKENS", "512")
-    settings = candidate_settings(None, {}, model=QWEN)
-    assert (settings.model, settings.max_image_tokens) == (QWEN, 512)
-
-
-@pytest.mark.parametrize(
-    ("assignments", "message"),
-    [(["SIDECAR_NOPE=1"], "not a SIDECAR_"), (["MAX_PIXELS"], "expected SIDECAR_NAME=VALUE")],
-)
-def test_bad_assignments_name_the_problem(assignments: list[str], message: str) -> None:
-    with pytest.raises(ConfigurationError, match=message):
-        parse_assignments(assignments)
-
-
-def test_an_invalid_candidate_value_names_the_variable() -> None:
-    with pytest.raises(ConfigurationError, match="SIDECAR_MAX_PIXELS"):
-        candidate_settings({"model": QWEN}, {"max_pixels": "lots"}, model=None)
-    assert field_for("SIDECAR_BLOCK_SIZE_TOKENS") == "block_size_tokens"
-
-
-def test_notes_say_what_the_replay_cannot_model() -> None:
-    notes = replay_notes(with_settings(BASE, kv_budget_bytes="auto"), {"text_chars_per_token": 2})
-    text = " ".join(notes)
-    assert "saturation gate" in text
-    assert "auto" in text
-    assert "text tokens are replayed as recorded" in text
+    assert Candidate(BASE).price(cost(PHOTO)) == candidate.price(cost(PHOTO))

@@ -1,11 +1,8 @@
-"""advisor.sweep, advisor.recommend, advisor.replay and advisor.report over a small traffic."""
+"""advisor.sweep, with advisor.recommend, replay and report, over a small traffic."""
 
 from __future__ import annotations
 
 import io
-from pathlib import Path
-
-import pytest
 
 from sidecar.advisor.recommend import advice_json, env_block, helm_values, print_advice
 from sidecar.advisor.records import RecordedCost, TrafficRecord
@@ -13,7 +10,6 @@ from sidecar.advisor.replay import replay
 from sidecar.advisor.report import percentiles, print_report, summarize, weighted_percentiles
 from sidecar.advisor.repricing import Candidate, with_settings
 from sidecar.advisor.sweep import Point, advise, pareto_front
-from sidecar.advisor.workers import available_cpus, fork_map
 from sidecar.settings import Settings
 from tests.support.sidecars import QWEN
 
@@ -93,11 +89,6 @@ def test_advise_in_forked_processes_is_advise_in_one() -> None:
     assert spread == alone
 
 
-def test_a_worker_error_reaches_the_caller() -> None:
-    with pytest.raises(ZeroDivisionError):
-        fork_map(lambda state, item: state // item, 6, [3, 2, 0, 1], jobs=2)
-
-
 def test_advise_recommends_the_most_kv_saved_within_the_target() -> None:
     advice = advise(traffic(), BASE, pool_bytes=50 * GIB, target_downscaled_fraction=0.1)
     best = advice.recommended
@@ -130,17 +121,3 @@ def test_a_stricter_target_saves_less() -> None:
     strict = advise(traffic(), BASE, pool_bytes=50 * GIB, target_downscaled_fraction=0.0)
     assert strict.recommended.images_downscaled_fraction == 0.0
     assert loose.recommended.kv_saved_per_request > strict.recommended.kv_saved_per_request
-
-
-def test_available_cpus_follow_the_cgroup_quota(tmp_path: Path) -> None:
-    cpu_max = tmp_path / "cpu.max"
-    everything = available_cpus(tmp_path / "absent")
-    assert everything >= 1
-    cpu_max.write_text("max 100000\n")
-    assert available_cpus(cpu_max) == everything
-    cpu_max.write_text("150000 100000\n")  # one and a half CPUs: two workers
-    assert available_cpus(cpu_max) == min(everything, 2)
-    cpu_max.write_text("1000 100000\n")
-    assert available_cpus(cpu_max) == 1
-    cpu_max.write_text("garbled\n")
-    assert available_cpus(cpu_max) == everything

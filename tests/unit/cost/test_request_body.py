@@ -16,11 +16,13 @@ from sidecar.cost import request_body
 from sidecar.cost.request_body import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
     BodyPolicy,
+    PixelRange,
     parse_request_body,
 )
 from sidecar.errors import InvalidRequestError
 from sidecar.images.refs import ImageSource
 from sidecar.routes import Route
+from tests.support.bodies import parse, user
 
 PAYLOAD = base64.b64encode(bytes(range(256)) * 3).decode()  # holds "+" and "/"
 DATA_URI = f"data:image/png;base64,{PAYLOAD}"
@@ -454,3 +456,117 @@ def test_parse_request_body_counts_images_like_a_full_parse_when_chat_bodies_are
     inline = [ref for ref in result.images if ref.source is ImageSource.DATA]
     assert all(bytes(ref.payload(body)) == PAYLOAD.encode() for ref in inline)
     assert result.skeleton["metadata"] == orjson.loads(body)["metadata"]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"max_pixels": 0}, {"min_pixels": 0, "max_pixels": 0}, {"max_pixels": -5},
+     {"size": {"longest_edge": 0}}, {"min_pixels": 1.5}, {"max_pixels": True}],
+    ids=["max-zero", "both-zero", "negative", "size-edge-zero", "float", "bool"],
+)  # fmt: skip
+def test_trusted_pixel_bounds_that_are_not_positive_integers_are_a_400(
+    kwargs: dict[str, Any],
+) -> None:
+    body = body_of(model="m", messages=USER, mm_processor_kwargs=kwargs)
+    with pytest.raises(InvalidRequestError, match="positive integers") as refused:
+        parse_request_body(body, Route.CHAT, policy=BodyPolicy(trust_request_mm_kwargs=True))
+    assert refused.value.param == "mm_processor_kwargs"
+
+
+def test_request_body_audio_form_is_read_without_decoding_the_file() -> None:
+    boundary = "XyZ"
+    parts = [
+        ("model", b"whisper"),
+        ("prompt", b"names: Ada"),
+        ("max_completion_tokens", b"40"),
+        ("file", b"\x00RIFF....WAVE" * 100),
+    ]
+    body = (
+        b"".join(
+            b'--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n'
+            % (boundary.encode(), name.encode(), value)
+            for name, value in parts
+        )
+        + b"--%s--\r\n" % boundary.encode()
+    )
+    parsed = parse_request_body(
+        body, Route.AUDIO_TRANSCRIPTIONS, content_type=f"multipart/form-data; boundary={boundary}"
+    )
+    assert parsed.model == "whisper"
+    assert parsed.max_output_tokens == 40
+    assert [item.kind for item in parsed.media] == ["audio"]
+    assert parsed.sequences[0].text_chars == len("names: Ada")
+
+
+def test_request_body_audio_needs_a_file() -> None:
+    with pytest.raises(InvalidRequestError, match="multipart"):
+        parse_request_body(b"{}", Route.AUDIO_TRANSLATIONS, content_type="application/json")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("mm_processor_kwargs", {"max_pixels": 4_000_000}), ("media_io_kwargs", {"video": {}})],
+    ids=["processor", "media-io"],
+)
+def test_request_body_request_kwargs_are_refused_as_vllm_refuses_them_without_the_flag(
+    field: str, value: dict[str, Any]
+) -> None:
+    with pytest.raises(InvalidRequestError, match="--trust-request-mm-kwargs") as caught:
+        parse(Route.CHAT, messages=[user()], **{field: value})
+    assert caught.value.param == field
+
+
+def test_request_body_trusted_request_kwargs_set_the_request_pixel_range() -> None:
+    trusted = BodyPolicy(trust_request_mm_kwargs=True)
+    body = parse(
+        Route.CHAT,
+        trusted,
+        messages=[user()],
+        mm_processor_kwargs={"size": {"longest_edge": 4_000_000}, "min_pixels": 3136},
+    )
+    assert body.pixel_range == PixelRange(3136, 4_000_000)
+
+
+def test_request_body_anthropic_ignores_request_kwargs_as_vllm_does() -> None:
+    body = parse(
+        Route.MESSAGES,
+        model="m",
+        max_tokens=4,
+        messages=[{"role": "user", "content": "x"}],
+        mm_processor_kwargs={"max_pixels": 1},
+    )
+    assert body.pixel_range is None
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"chat_template": "{{ messages }}"},
+        {"chat_template_kwargs": {"chat_template": "{{ messages }}"}},
+    ],
+    ids=["field", "kwargs"],
+)
+def test_request_body_a_request_template_is_refused_unless_trusted(fields: dict[str, Any]) -> None:
+    with pytest.raises(InvalidRequestError, match="--trust-request-chat-template"):
+        parse(Route.CHAT, messages=[user()], **fields)
+    trusted = BodyPolicy(trust_request_chat_template=True)
+    assert parse(Route.CHAT, trusted, messages=[user()], **fields).chat_template is not None
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"continue_final_message": True}, "not compatible"),
+        ({"continue_final_message": True, "add_generation_prompt": True}, "Cannot set both"),
+    ],
+    ids=["default-generation-prompt", "both"],
+)
+def test_request_body_continue_final_message_needs_add_generation_prompt_false(
+    fields: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidRequestError, match=message):
+        parse(Route.CHAT, messages=[user()], **fields)
+    ok = parse(
+        Route.CHAT, messages=[user()], continue_final_message=True, add_generation_prompt=False
+    )
+    assert len(ok.sequences) == 1

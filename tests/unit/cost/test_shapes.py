@@ -1,28 +1,15 @@
-"""Every body shape of vLLM 0.33's inspected routes: prompts, media, output limits, refusals."""
+"""cost.shapes: the generating and tokenize body shapes: prompts, media, output limits, refusals."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import orjson
 import pytest
 
-from sidecar.cost.request_body import BodyPolicy, PixelRange, RequestBody, parse_request_body
 from sidecar.errors import InvalidRequestError
 from sidecar.images.refs import ImageSource
 from sidecar.routes import Route, Work
-
-URI = "data:image/png;base64,iVBORw0KGgo="
-IMAGE = {"type": "image_url", "image_url": {"url": URI}}
-URL_IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}}
-
-
-def user(*parts: Any) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": "hello"}, *parts]}
-
-
-def parse(route: Route, policy: BodyPolicy | None = None, **fields: Any) -> RequestBody:
-    return parse_request_body(orjson.dumps(fields), route, policy=policy)
+from tests.support.bodies import IMAGE, URI, URL_IMAGE, parse, user
 
 
 def test_shapes_chat_is_one_sequence_with_its_images_and_n() -> None:
@@ -78,99 +65,6 @@ def test_shapes_tokenize_reads_chat_messages_and_their_images() -> None:
     assert parse(Route.TOKENIZE, prompt="some text").sequences[0].text_chars == 9
 
 
-@pytest.mark.parametrize(
-    ("fields", "images", "sequences"),
-    [
-        ({"input": "text"}, 0, 1),
-        ({"input": ["a", "b", "c"]}, 0, 3),
-        ({"input": [[1, 2], [3]]}, 0, 2),
-        ({"input": [user(IMAGE)]}, 1, 1),
-        ({"input": [[user(IMAGE)], [user(IMAGE)]]}, 2, 2),
-        ({"messages": [user(IMAGE, IMAGE)]}, 2, 1),
-    ],
-    ids=["text", "texts", "token-ids", "chat", "chats", "messages"],
-)
-def test_shapes_embeddings_read_text_ids_and_chat_forms(
-    fields: dict[str, Any], images: int, sequences: int
-) -> None:
-    body = parse(Route.EMBEDDINGS, **fields)
-    assert len(body.images) == images
-    assert len(body.sequences) == sequences
-    assert body.work is Work.POOL
-
-
-def test_shapes_pooling_plugin_data_cannot_be_priced() -> None:
-    with pytest.raises(InvalidRequestError, match="plugin"):
-        parse(Route.POOLING, data={"image": URI})
-
-
-def test_shapes_cohere_embed_images_are_images() -> None:
-    body = parse(Route.COHERE_EMBED, images=[URI, "https://example.com/a.png"])
-    assert [ref.source for ref in body.images] == [ImageSource.DATA, ImageSource.URL]
-    assert len(body.sequences) == 2
-    inputs = parse(Route.COHERE_EMBED, inputs=[{"content": [{"type": "text", "text": "x"}, IMAGE]}])
-    assert len(inputs.images) == 1
-
-
-def test_shapes_score_pairs_the_query_with_every_document() -> None:
-    body = parse(Route.SCORE, queries="what", documents=["a", {"content": [IMAGE]}, "bb"])
-    assert len(body.sequences) == 3
-    assert [s.text_chars for s in body.sequences] == [5, 4, 6]
-    assert body.sequences[1].images == (0,)
-
-
-def test_shapes_score_refuses_unpaired_lists() -> None:
-    with pytest.raises(InvalidRequestError, match="paired"):
-        parse(Route.SCORE, text_1=["a", "b"], text_2=["c", "d", "e"])
-
-
-def test_shapes_rerank_reads_query_and_documents() -> None:
-    body = parse(Route.RERANK_V1, query={"content": [IMAGE]}, documents=["x", "y"])
-    assert [s.images for s in body.sequences] == [(0,), (0,)]
-
-
-def test_shapes_generative_scoring_is_one_token_per_item() -> None:
-    body = parse(Route.GENERATIVE_SCORING, query="q", items=["a", "b"])
-    assert len(body.sequences) == 2
-    assert body.max_output_tokens == 1
-
-
-def test_shapes_generate_counts_token_ids_and_fetched_media() -> None:
-    body = parse(
-        Route.GENERATE,
-        token_ids=list(range(50)),
-        sampling_params={"max_tokens": 8, "n": 2},
-        content_parts=[{"type": "image_url", "url": "https://example.com/x.png"}],
-    )
-    assert body.sequences[0].token_ids == 50
-    assert body.images[0].source is ImageSource.URL
-    assert (body.max_output_tokens, body.n) == (8, 2)
-
-
-@pytest.mark.parametrize(
-    ("fields", "work", "images"),
-    [
-        ({"messages": [user(IMAGE)]}, Work.GENERATE, 1),
-        ({"prompt": "hello"}, Work.GENERATE, 0),
-        ({"input": [user(IMAGE)]}, Work.POOL, 1),
-        ({"query": "q", "documents": ["a"]}, Work.POOL, 0),
-        ({"queries": "q", "items": ["a"]}, Work.POOL, 0),
-    ],
-    ids=["chat", "completion", "embedding", "rerank", "score"],
-)
-def test_shapes_invocations_dispatch_as_vllm_does(
-    fields: dict[str, Any], work: Work, images: int
-) -> None:
-    body = parse(Route.INVOCATIONS, **fields)
-    assert body.work is work
-    assert len(body.images) == images
-
-
-def test_shapes_invocations_with_no_known_shape_is_refused() -> None:
-    with pytest.raises(InvalidRequestError, match="suitable handler"):
-        parse(Route.INVOCATIONS, something="else")
-
-
 def test_shapes_structured_decision_reads_its_media_url_lists() -> None:
     body = parse(
         Route.STRUCTURED_DECISION,
@@ -181,105 +75,6 @@ def test_shapes_structured_decision_reads_its_media_url_lists() -> None:
     )
     assert len(body.images) == 1
     assert [item.kind for item in body.media] == ["video"]
-
-
-def test_shapes_audio_form_is_read_without_decoding_the_file() -> None:
-    boundary = "XyZ"
-    parts = [
-        ("model", b"whisper"),
-        ("prompt", b"names: Ada"),
-        ("max_completion_tokens", b"40"),
-        ("file", b"\x00RIFF....WAVE" * 100),
-    ]
-    body = (
-        b"".join(
-            b'--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n'
-            % (boundary.encode(), name.encode(), value)
-            for name, value in parts
-        )
-        + b"--%s--\r\n" % boundary.encode()
-    )
-    parsed = parse_request_body(
-        body, Route.AUDIO_TRANSCRIPTIONS, content_type=f"multipart/form-data; boundary={boundary}"
-    )
-    assert parsed.model == "whisper"
-    assert parsed.max_output_tokens == 40
-    assert [item.kind for item in parsed.media] == ["audio"]
-    assert parsed.sequences[0].text_chars == len("names: Ada")
-
-
-def test_shapes_audio_needs_a_file() -> None:
-    with pytest.raises(InvalidRequestError, match="multipart"):
-        parse_request_body(b"{}", Route.AUDIO_TRANSLATIONS, content_type="application/json")
-
-
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [("mm_processor_kwargs", {"max_pixels": 4_000_000}), ("media_io_kwargs", {"video": {}})],
-    ids=["processor", "media-io"],
-)
-def test_shapes_request_kwargs_are_refused_as_vllm_refuses_them_without_the_flag(
-    field: str, value: dict[str, Any]
-) -> None:
-    with pytest.raises(InvalidRequestError, match="--trust-request-mm-kwargs") as caught:
-        parse(Route.CHAT, messages=[user()], **{field: value})
-    assert caught.value.param == field
-
-
-def test_shapes_trusted_request_kwargs_set_the_request_pixel_range() -> None:
-    trusted = BodyPolicy(trust_request_mm_kwargs=True)
-    body = parse(
-        Route.CHAT,
-        trusted,
-        messages=[user()],
-        mm_processor_kwargs={"size": {"longest_edge": 4_000_000}, "min_pixels": 3136},
-    )
-    assert body.pixel_range == PixelRange(3136, 4_000_000)
-
-
-def test_shapes_anthropic_ignores_request_kwargs_as_vllm_does() -> None:
-    body = parse(
-        Route.MESSAGES,
-        model="m",
-        max_tokens=4,
-        messages=[{"role": "user", "content": "x"}],
-        mm_processor_kwargs={"max_pixels": 1},
-    )
-    assert body.pixel_range is None
-
-
-@pytest.mark.parametrize(
-    "fields",
-    [
-        {"chat_template": "{{ messages }}"},
-        {"chat_template_kwargs": {"chat_template": "{{ messages }}"}},
-    ],
-    ids=["field", "kwargs"],
-)
-def test_shapes_a_request_template_is_refused_unless_trusted(fields: dict[str, Any]) -> None:
-    with pytest.raises(InvalidRequestError, match="--trust-request-chat-template"):
-        parse(Route.CHAT, messages=[user()], **fields)
-    trusted = BodyPolicy(trust_request_chat_template=True)
-    assert parse(Route.CHAT, trusted, messages=[user()], **fields).chat_template is not None
-
-
-@pytest.mark.parametrize(
-    ("fields", "message"),
-    [
-        ({"continue_final_message": True}, "not compatible"),
-        ({"continue_final_message": True, "add_generation_prompt": True}, "Cannot set both"),
-    ],
-    ids=["default-generation-prompt", "both"],
-)
-def test_shapes_continue_final_message_needs_add_generation_prompt_false(
-    fields: dict[str, Any], message: str
-) -> None:
-    with pytest.raises(InvalidRequestError, match=message):
-        parse(Route.CHAT, messages=[user()], **fields)
-    ok = parse(
-        Route.CHAT, messages=[user()], continue_final_message=True, add_generation_prompt=False
-    )
-    assert len(ok.sequences) == 1
 
 
 @pytest.mark.parametrize("role", ["user", "system", "developer", "tool"])

@@ -18,7 +18,6 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pillow_heif
 import pytest
@@ -48,35 +47,12 @@ from sidecar.images.probe import (
     probe_path,
 )
 from tests.support.bombs import BOMB_BYTES, data_uri_bytes, forbid_pixels
+from tests.support.headers import encode, exif, frames, scene, xmp
 from tests.support.imaging import BAD_BASE64, PNG_PAYLOAD, base64_text, png_chunk, png_header
 
 pillow_heif.register_heif_opener()  # so the oracle could open HEIF: vLLM's list still refuses it
 
 # ----------------------------------------------------------------------------- test images
-
-
-def _scene(width: int, height: int, mode: str = "RGB") -> Image.Image:
-    """A deterministic picture with gradients in every channel."""
-    ramp = Image.linear_gradient("L").resize((width, height))
-    ring = Image.radial_gradient("L").resize((width, height))
-    rgb = Image.merge("RGB", (ramp, ring, ramp.transpose(Image.Transpose.FLIP_LEFT_RIGHT)))
-    if mode == "RGBA":
-        rgba = rgb.convert("RGBA")
-        rgba.putalpha(ring)
-        return rgba
-    return rgb if mode == "RGB" else rgb.convert(mode)
-
-
-def _encode(image: Image.Image, fmt: str, **params: Any) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, fmt, **params)
-    return buffer.getvalue()
-
-
-def _exif(orientation: int) -> bytes:
-    exif = Image.Exif()
-    exif[0x0112] = orientation
-    return exif.tobytes()
 
 
 def _gif_header(screen: tuple[int, int], frame: tuple[int, int]) -> bytes:
@@ -131,7 +107,7 @@ def _psd(width: int, height: int) -> bytes:
 
 def _exif_with_thumbnail(orientation: int, filler_bytes: int) -> bytes:
     """EXIF with Orientation and a maker note in IFD0, then IFD1 pointing at a JPEG thumbnail."""
-    thumbnail = _encode(_scene(160, 120), "JPEG", quality=95)
+    thumbnail = encode(scene(160, 120), "JPEG", quality=95)
     maker_at = 8 + 30 + 30
     thumb_at = maker_at + filler_bytes
     ifd0 = (
@@ -152,94 +128,82 @@ def _exif_with_thumbnail(orientation: int, filler_bytes: int) -> bytes:
 
 def _jpeg_with_big_metadata() -> bytes:
     """A 60 KB EXIF block with a thumbnail and a 180 KB ICC profile, all before the SOF."""
-    return _encode(
-        _scene(300, 200),
+    return encode(
+        scene(300, 200),
         "JPEG",
         exif=_exif_with_thumbnail(6, 50_000),
         icc_profile=bytes(i % 253 for i in range(180_000)),
     )
 
 
-def _xmp(orientation: int) -> bytes:
-    return (
-        b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF><rdf:Description '
-        b'tiff:Orientation="%d"/></rdf:RDF></x:xmpmeta>' % orientation
-    )
-
-
 def _gif_frame_wider_than_screen() -> bytes:
-    raw = bytearray(_encode(_scene(20, 5, "P"), "GIF"))
+    raw = bytearray(encode(scene(20, 5, "P"), "GIF"))
     raw[6:10] = struct.pack("<HH", 10, 3)  # frame 0 stays 20x5: Pillow widens the screen
     return bytes(raw)
 
 
 def _png_with_exif_after_idat(orientation: int) -> bytes:
-    raw = _encode(_scene(40, 20), "PNG")
+    raw = encode(scene(40, 20), "PNG")
     iend = raw.rindex(b"IEND") - 4
-    return raw[:iend] + png_chunk(b"eXIf", _exif(orientation)[6:]) + raw[iend:]
-
-
-def _frames(fmt: str, count: int, **params: Any) -> bytes:
-    frames = [_scene(48, 32, "P" if fmt == "GIF" else "RGB").rotate(90 * i) for i in range(count)]
-    return _encode(frames[0], fmt, save_all=True, append_images=frames[1:], **params)
+    return raw[:iend] + png_chunk(b"eXIf", exif(orientation)[6:]) + raw[iend:]
 
 
 def _apng_with_default_image() -> bytes:
-    frames = [_scene(30, 20) for _ in range(3)]
-    return _encode(frames[0], "PNG", save_all=True, append_images=frames[1:], default_image=True)
+    frames = [scene(30, 20) for _ in range(3)]
+    return encode(frames[0], "PNG", save_all=True, append_images=frames[1:], default_image=True)
 
 
 def _png_with_itxt_xmp() -> bytes:
     from PIL import PngImagePlugin
 
     info = PngImagePlugin.PngInfo()
-    info.add_itxt("XML:com.adobe.xmp", _xmp(8).decode())
+    info.add_itxt("XML:com.adobe.xmp", xmp(8).decode())
     info.add_text("Software", "test")
-    return _encode(_scene(40, 30), "PNG", pnginfo=info)
+    return encode(scene(40, 30), "PNG", pnginfo=info)
 
 
 CASES: dict[str, Callable[[], bytes]] = {
-    "jpeg-baseline-641x479": lambda: _encode(_scene(641, 479), "JPEG"),
-    "jpeg-progressive-640x480": lambda: _encode(_scene(640, 480), "JPEG", progressive=True),
-    "jpeg-cmyk-333x222": lambda: _encode(_scene(333, 222, "CMYK"), "JPEG"),
-    "jpeg-grey-1x1": lambda: _encode(_scene(1, 1, "L"), "JPEG"),
-    "jpeg-odd-3x1": lambda: _encode(_scene(3, 1), "JPEG", subsampling=0),
+    "jpeg-baseline-641x479": lambda: encode(scene(641, 479), "JPEG"),
+    "jpeg-progressive-640x480": lambda: encode(scene(640, 480), "JPEG", progressive=True),
+    "jpeg-cmyk-333x222": lambda: encode(scene(333, 222, "CMYK"), "JPEG"),
+    "jpeg-grey-1x1": lambda: encode(scene(1, 1, "L"), "JPEG"),
+    "jpeg-odd-3x1": lambda: encode(scene(3, 1), "JPEG", subsampling=0),
     "jpeg-60kb-exif-thumbnail-180kb-icc": _jpeg_with_big_metadata,
-    "jpeg-xmp-orientation-6": lambda: _encode(_scene(64, 48), "JPEG", xmp=_xmp(6)),
-    "mpo-2-frames": lambda: _frames("MPO", 2),
-    "png-rgb-1x1": lambda: _encode(_scene(1, 1), "PNG"),
-    "png-rgba-257x129": lambda: _encode(_scene(257, 129, "RGBA"), "PNG"),
-    "png-palette-31x17": lambda: _encode(_scene(31, 17, "P"), "PNG", transparency=0),
-    "png-grey-16-bit-129x85": lambda: _encode(_scene(129, 85, "I;16"), "PNG"),
-    "png-1-bit-300x7": lambda: _encode(_scene(300, 7, "1"), "PNG"),
-    "png-exif-orientation-6": lambda: _encode(_scene(40, 20), "PNG", exif=_exif(6)),
+    "jpeg-xmp-orientation-6": lambda: encode(scene(64, 48), "JPEG", xmp=xmp(6)),
+    "mpo-2-frames": lambda: frames("MPO", 2),
+    "png-rgb-1x1": lambda: encode(scene(1, 1), "PNG"),
+    "png-rgba-257x129": lambda: encode(scene(257, 129, "RGBA"), "PNG"),
+    "png-palette-31x17": lambda: encode(scene(31, 17, "P"), "PNG", transparency=0),
+    "png-grey-16-bit-129x85": lambda: encode(scene(129, 85, "I;16"), "PNG"),
+    "png-1-bit-300x7": lambda: encode(scene(300, 7, "1"), "PNG"),
+    "png-exif-orientation-6": lambda: encode(scene(40, 20), "PNG", exif=exif(6)),
     "png-itxt-xmp-orientation-8": _png_with_itxt_xmp,
-    "apng-3-frames": lambda: _frames("PNG", 3),
+    "apng-3-frames": lambda: frames("PNG", 3),
     "apng-default-image": _apng_with_default_image,
-    "gif-1x1": lambda: _encode(_scene(1, 1, "P"), "GIF"),
-    "gif-animated-3-frames": lambda: _frames("GIF", 3, loop=0, comment=b"x" * 300),
+    "gif-1x1": lambda: encode(scene(1, 1, "P"), "GIF"),
+    "gif-animated-3-frames": lambda: frames("GIF", 3, loop=0, comment=b"x" * 300),
     "gif-frame-wider-than-screen": _gif_frame_wider_than_screen,
-    "webp-lossy-641x479": lambda: _encode(_scene(641, 479), "WEBP"),
-    "webp-lossless-1x1": lambda: _encode(_scene(1, 1), "WEBP", lossless=True),
-    "webp-alpha-257x129": lambda: _encode(_scene(257, 129, "RGBA"), "WEBP"),
-    "webp-animated-3-frames": lambda: _frames("WEBP", 3),
-    "webp-exif-orientation-6": lambda: _encode(_scene(64, 48), "WEBP", exif=_exif(6)),
-    "webp-icc-xmp-orientation-5": lambda: _encode(
-        _scene(64, 48), "WEBP", icc_profile=b"\x01" * 600, xmp=_xmp(5)
+    "webp-lossy-641x479": lambda: encode(scene(641, 479), "WEBP"),
+    "webp-lossless-1x1": lambda: encode(scene(1, 1), "WEBP", lossless=True),
+    "webp-alpha-257x129": lambda: encode(scene(257, 129, "RGBA"), "WEBP"),
+    "webp-animated-3-frames": lambda: frames("WEBP", 3),
+    "webp-exif-orientation-6": lambda: encode(scene(64, 48), "WEBP", exif=exif(6)),
+    "webp-icc-xmp-orientation-5": lambda: encode(
+        scene(64, 48), "WEBP", icc_profile=b"\x01" * 600, xmp=xmp(5)
     ),
-    "bmp-rgb-641x479": lambda: _encode(_scene(641, 479), "BMP"),
-    "bmp-palette-17x9": lambda: _encode(_scene(17, 9, "P"), "BMP"),
-    "bmp-1-bit-1x1": lambda: _encode(_scene(1, 1, "1"), "BMP"),
-    "tiff-rgb-201x99": lambda: _encode(_scene(201, 99), "TIFF"),
-    "tiff-lzw-64x64": lambda: _encode(_scene(64, 64), "TIFF", compression="tiff_lzw"),
-    "tiff-3-pages": lambda: _frames("TIFF", 3),
-    "avif-641x479": lambda: _encode(_scene(641, 479), "AVIF"),
-    "avif-rgba-1x1": lambda: _encode(_scene(1, 1, "RGBA"), "AVIF"),
-    "avif-animated-2-frames": lambda: _frames("AVIF", 2),
-    "avif-xmp-orientation-6": lambda: _encode(_scene(64, 48), "AVIF", xmp=_xmp(6)),
-    "ico-48x36": lambda: _encode(_scene(64, 48), "ICO"),
-    "jpeg2000-codestream-65x33": lambda: _encode(_scene(65, 33), "JPEG2000", no_jp2=True),
-    "jpeg2000-jp2-40x30": lambda: _encode(_scene(40, 30), "JPEG2000"),
+    "bmp-rgb-641x479": lambda: encode(scene(641, 479), "BMP"),
+    "bmp-palette-17x9": lambda: encode(scene(17, 9, "P"), "BMP"),
+    "bmp-1-bit-1x1": lambda: encode(scene(1, 1, "1"), "BMP"),
+    "tiff-rgb-201x99": lambda: encode(scene(201, 99), "TIFF"),
+    "tiff-lzw-64x64": lambda: encode(scene(64, 64), "TIFF", compression="tiff_lzw"),
+    "tiff-3-pages": lambda: frames("TIFF", 3),
+    "avif-641x479": lambda: encode(scene(641, 479), "AVIF"),
+    "avif-rgba-1x1": lambda: encode(scene(1, 1, "RGBA"), "AVIF"),
+    "avif-animated-2-frames": lambda: frames("AVIF", 2),
+    "avif-xmp-orientation-6": lambda: encode(scene(64, 48), "AVIF", xmp=xmp(6)),
+    "ico-48x36": lambda: encode(scene(64, 48), "ICO"),
+    "jpeg2000-codestream-65x33": lambda: encode(scene(65, 33), "JPEG2000", no_jp2=True),
+    "jpeg2000-jp2-40x30": lambda: encode(scene(40, 30), "JPEG2000"),
     "psd-rgb-7x5": lambda: _psd(7, 5),
 }
 CASE_IDS = sorted(CASES)
@@ -316,7 +280,7 @@ def test_probe_fast_path_matches_pillows_plugin_when_image_is_a_real_file(
 def test_probe_applies_exif_orientation_when_the_header_carries_it(
     fmt: str, orientation: int
 ) -> None:
-    raw = _encode(_scene(64, 48), fmt, exif=_exif(orientation))
+    raw = encode(scene(64, 48), fmt, exif=exif(orientation))
     header = probe_bytes(raw)
     assert (header.width_px, header.height_px) == _vllm_view(raw)[:2]
     assert (header.width_px, header.height_px) == ((48, 64) if orientation >= 5 else (64, 48))
@@ -350,7 +314,7 @@ def test_probe_applies_orientation_when_png_exif_follows_the_pixel_data() -> Non
 
 @pytest.mark.parametrize("case", ["heif-641x479", "heif-rgba-33x17"])
 def test_probe_refuses_heif_as_vllm_does_though_pillow_heif_could_open_it(case: str) -> None:
-    raw = _encode(_scene(641, 479) if "641" in case else _scene(33, 17, "RGBA"), "HEIF")
+    raw = encode(scene(641, 479) if "641" in case else scene(33, 17, "RGBA"), "HEIF")
     with Image.open(io.BytesIO(raw)) as image:  # pillow-heif registered: it opens
         assert image.size
     with pytest.raises(UnidentifiedImageError):
@@ -384,7 +348,7 @@ def test_probe_skips_big_metadata_when_base64_holds_garbage_inside_it() -> None:
 
 
 def test_probe_decodes_only_the_header_when_the_payload_tail_is_not_base64() -> None:
-    raw = _encode(Image.effect_noise((600, 400), 60).convert("RGB"), "JPEG", quality=95)
+    raw = encode(Image.effect_noise((600, 400), 60).convert("RGB"), "JPEG", quality=95)
     payload = base64_text(raw)
     payload = payload[: len(payload) // 2] + "*" * (len(payload) - len(payload) // 2)
     assert probe_base64(payload) == probe_bytes(raw)
@@ -676,9 +640,11 @@ def test_probe_refuses_a_bomb_without_a_pixel_buffer_or_decoding_its_payload(
     assert peak_bytes < PEAK_BOUND_BYTES
 
 
-@pytest.mark.parametrize("frames", [1, 5000], ids=["one-frame", "5000-frames"])
-def test_probe_reads_only_frame_0_of_an_animated_gif_in_under_a_millisecond(frames: int) -> None:
-    uri = memoryview(data_uri_bytes(animated_gif(frames, (640, 480)), "image/gif"))
+@pytest.mark.parametrize("frame_count", [1, 5000], ids=["one-frame", "5000-frames"])
+def test_probe_reads_only_frame_0_of_an_animated_gif_in_under_a_millisecond(
+    frame_count: int,
+) -> None:
+    uri = memoryview(data_uri_bytes(animated_gif(frame_count, (640, 480)), "image/gif"))
     elapsed: list[float] = []
     for _ in range(REPETITIONS):
         started = time.perf_counter()

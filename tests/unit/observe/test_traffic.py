@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import logging.handlers
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from sidecar.cost.pricer import Pricer, PricingPolicy
 from sidecar.cost.request_body import parse_request_body
 from sidecar.observe.record import RequestRecord
 from sidecar.observe.traffic import TrafficLog, settings_header, tenant_hasher, traffic_entry
+from sidecar.observe.usage import Usage
 from sidecar.profiles import load_profile
 from sidecar.routes import Route
 from sidecar.settings import Settings
@@ -168,16 +171,21 @@ async def test_a_lagging_writer_drops_lines_instead_of_growing(
     path = tmp_path / "traffic.jsonl"
     traffic = TrafficLog(Settings(model=QWEN, traffic_log=str(path)), QWEN)
     record = await priced_record(*BODIES["chat"])
-    traffic.start()
-    assert traffic._listener is not None
-    writer = traffic._listener.handlers[0]
-    writer.acquire()  # the writer thread blocks on its handler's lock
+    disk_free = threading.Event()
+    write_to_disk = logging.handlers.RotatingFileHandler.emit
+
+    def slow_disk(handler: logging.handlers.RotatingFileHandler, line: logging.LogRecord) -> None:
+        disk_free.wait(timeout=10)
+        write_to_disk(handler, line)
+
+    traffic.start()  # the settings header is written before the disk slows down
+    monkeypatch.setattr(logging.handlers.RotatingFileHandler, "emit", slow_disk)
     try:
         for _ in range(20):
             traffic.write(record)
         assert traffic.dropped >= 16  # 3 queued, at most 1 taken by the blocked writer
     finally:
-        writer.release()
+        disk_free.set()
     traffic.stop()
     assert len(read_traffic_log(path).records) == 20 - traffic.dropped
 
@@ -190,3 +198,15 @@ def test_without_a_path_the_log_does_nothing(tmp_path: Path) -> None:
     assert traffic.dropped == 0
     assert not list(tmp_path.iterdir())
     assert logging.getLogger("vlm_sidecar.traffic").handlers == []
+
+
+async def test_a_line_records_vllms_count_and_the_image_tokens_error() -> None:
+    record = await priced_record(*BODIES["chat-default-output"])
+    predicted_images = record.prediction.image_tokens if record.prediction else 0
+    record.usage = Usage(prompt_tokens=900, completion_tokens=5, image_tokens=predicted_images + 7)
+    entry = traffic_entry(record, QWEN, PricingPolicy.from_settings(SETTINGS))
+    assert (entry["obs"], entry["img_err"]) == (900, 7)
+    record.usage = Usage(prompt_tokens=900, completion_tokens=5, image_tokens=None)
+    entry = traffic_entry(record, QWEN, PricingPolicy.from_settings(SETTINGS))
+    assert entry["obs"] == 900
+    assert "img_err" not in entry  # vLLM ran without --enable-prompt-tokens-details

@@ -7,7 +7,7 @@ import pytest
 
 from sidecar.errors import UnsupportedImageSizeError
 from sidecar.profiles import ProfileOverrides, builtin_model_names, load_profile
-from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
+from sidecar.settings import VLLM_MAX_IMAGE_PIXELS
 
 # vllm/envs.py VLLM_MAX_IMAGE_PIXELS default; vllm/multimodal/media/image.py's message.
 VLLM_REFUSAL = (

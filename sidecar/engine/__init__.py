@@ -148,7 +148,9 @@ async def read_engine_facts(session: aiohttp.ClientSession, base_url: str) -> En
 
 
 class EngineWatcher:
-    """Polls vLLM every ``interval_seconds``; backs off from 0.5 s while it is unreachable."""
+    """Polls vLLM every ``interval_seconds``; backs off from 0.5 s while it is unreachable.
+    ``on_connected`` runs after the first successful round and after the first one following
+    a failure: vLLM came up, or came back (a restart)."""
 
     def __init__(
         self,
@@ -158,8 +160,11 @@ class EngineWatcher:
         interval_seconds: float,
         on_facts: Callable[[EngineFacts], None],
         on_failure: Callable[[str], None],
+        on_connected: Callable[[], None] | None = None,
     ) -> None:
         self._session = session
+        self._on_connected = on_connected
+        self._connected = False
         self._base_url = base_url.rstrip("/")
         self._interval_seconds = interval_seconds
         self._on_facts = on_facts
@@ -185,12 +190,18 @@ class EngineWatcher:
                 facts = await read_engine_facts(self._session, self._base_url)
             except (aiohttp.ClientError, TimeoutError) as exc:
                 self._on_failure(f"{type(exc).__name__}: {exc}")
+                self._connected = False
                 await asyncio.sleep(min(retry_seconds, self._interval_seconds))
                 retry_seconds *= 2
                 continue
             retry_seconds = FIRST_RETRY_SECONDS
             self.rounds += 1
             self._on_facts(facts)
+            if not self._connected:
+                # The first answer, or the first since vLLM stopped answering (a restart).
+                self._connected = True
+                if self._on_connected is not None:
+                    self._on_connected()
             await asyncio.sleep(self._interval_seconds)
 
 

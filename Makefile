@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/pip --disable-pip-version-check --quiet
 
-.PHONY: run test test-fast test-engine test-renderer vllm-tools lint typecheck docs check bench fuzz soak clean tools
+.PHONY: fuzz-vllm run test test-fast test-engine test-renderer vllm-tools lint typecheck docs check bench fuzz soak clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,13 @@ test-engine: $(STAMP)
 test-renderer: $(STAMP)
 	$(PYTHON) tests/real_vllm/install.py render
 	$(BIN)/pytest -q -p no:cacheprovider tests/renderer
+
+# The differential tier run long: 10 minutes per family of bodies drawn from vLLM's own
+# schema, its figures written into docs/reliability.md (tests/real_vllm/test_differential.py).
+fuzz-vllm: $(STAMP)
+	$(PYTHON) tests/real_vllm/install.py cpu
+	VLM_SIDECAR_DIFFERENTIAL_SECONDS=600 VLM_SIDECAR_DIFFERENTIAL_DOCS=1 \
+	  $(BIN)/pytest -q -p no:cacheprovider tests/real_vllm/test_differential.py -m real_vllm
 
 lint: $(STAMP)
 	$(BIN)/ruff check sidecar tests bench dashboards deploy fuzz

@@ -2,14 +2,15 @@
 
 ``exact_prompts`` dispatches on the body's shape: ``/v1/completions`` prompts go to the
 tokenizer alone, and chat, Responses and Anthropic bodies become a ``ChatRequest`` rendered
-by the template. Each prompt holds its images' predicted counts and their wrappers; a video's
+by the template; ``/generative_scoring`` pairs are the query and each item tokenized. Each
+prompt holds its images' predicted counts and their wrappers; a video's
 placeholder is left out, since the video's own price (wrappers included) takes its place.
 Anything the counter cannot render exactly raises ``ChatTemplateError``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sidecar.cost.chat_request import ChatRequest, from_chat_body
@@ -32,6 +33,8 @@ def exact_prompts(
         shape = BodyShape.COMPLETIONS  # /tokenize's prompt form is a completions prompt
     if shape is BodyShape.CHAT_BATCH:
         return _batch_prompts(counter, parsed, image_tokens)
+    if shape is BodyShape.GENERATIVE_SCORING:
+        return _scoring_prompts(counter, root, len(parsed.sequences))
     if shape is BodyShape.COMPLETIONS:
         add_special = root.get("add_special_tokens", True) is not False
         texts = _completion_texts(root.get("prompt"))
@@ -79,6 +82,26 @@ def _batch_prompts(
             counter.chat_prompt_tokens(request, own_images, add_special_tokens=add_special)
         )
     return prompts
+
+
+def _scoring_prompts(counter: PromptCounter, root: Mapping[str, Any], sequences: int) -> list[int]:
+    """``/generative_scoring``: vLLM encodes the query with the request's
+    ``add_special_tokens`` (default true) and each item without, and runs query and item
+    together as one prompt per item."""
+    query, items = root.get("query"), root.get("items")
+    add_special = root.get("add_special_tokens", True) is not False
+    query_tokens = (
+        counter.text_tokens(query, add_special_tokens=add_special) if isinstance(query, str) else 0
+    )
+    if isinstance(items, list) and items and all(_is_id(v) for v in items):
+        items = [items]  # one item sent as token ids
+    if not isinstance(items, list) or len(items) != sequences:
+        raise ChatTemplateError("items and sequences disagree")
+    return [
+        query_tokens
+        + (counter.text_tokens(item, add_special_tokens=False) if isinstance(item, str) else 0)
+        for item in items
+    ]
 
 
 def _completion_texts(prompt: Any) -> list[str | None]:

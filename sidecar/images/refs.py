@@ -42,6 +42,10 @@ _DIGITS = b"0123456789"
 # ASCII capitals and punctuation: Qwen merges them poorly (ALLCAPS names, operators, quotes).
 _MARKS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 
+# Roles whose message vLLM's request model lets carry ``"content": null`` (OpenAI's assistant
+# and function message types, as vllm/entrypoints/chat_utils.py takes them).
+NULL_CONTENT_ROLES = frozenset({"assistant", "function"})
+
 
 class ImageSource(StrEnum):
     """Where an image or media item comes from."""
@@ -213,12 +217,13 @@ class RefFinder:
         for message in messages:
             if not isinstance(message, dict):
                 raise InvalidRequestError("Each message must be an object", param=param)
-            if message.get("content", "") is None and message.get("role") != "assistant":
-                # vLLM renders an assistant's null content as empty; for every other role its
-                # request model has no null content, and it answers 400.
+            if message.get("content", "") is None and message.get("role") not in NULL_CONTENT_ROLES:
+                # vLLM renders an assistant's or a function's null content as empty; for every
+                # other role its request model has no null content, and it answers 400.
                 raise InvalidRequestError(
                     f"a {message.get('role')!s} message's 'content' must be a string or a list "
-                    "of parts, not null (only an assistant message may have null content)",
+                    "of parts, not null (only assistant and function messages may have null "
+                    "content)",
                     param=param,
                 )
             self.content(message, param)

@@ -31,6 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 import hypothesis.strategies as st
@@ -56,6 +57,14 @@ CONVERSATION_FIELD = {
     "/v1/responses/render": "input",
 }
 OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+# Routes that generate unless told how little: vLLM's default output is the rest of the context.
+GENERATING_ROUTES = (
+    "/v1/chat/completions",
+    "/v1/chat/completions/batch",
+    "/v1/completions",
+    "/v1/responses",
+    "/invocations",
+)
 MAX_OUTPUT_TOKENS = 4
 MAX_N = 2
 IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "GIF")
@@ -82,18 +91,23 @@ class Tally:
     outcomes: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     disagreements: list[Disagreement] = field(default_factory=list)
     seconds: float = 0.0
+    route_seconds: dict[str, float] = field(default_factory=dict)
 
     def table(self) -> str:
         lines = [
-            "| route | requests | vLLM 2xx | vLLM 4xx | sidecar own 4xx |",
-            "|---|---:|---:|---:|---:|",
+            "| route | requests | vLLM 2xx | vLLM 4xx | vLLM 5xx | refused by the sidecar |",
+            "|---|---:|---:|---:|---:|---:|",
         ]
         for route in sorted(self.requests):
             counts = {key[1:]: value for key, value in self.outcomes.items() if key[0] == route}
-            ok = sum(v for (vllm, _), v in counts.items() if vllm == "2xx")
-            refused = sum(v for (vllm, _), v in counts.items() if vllm == "4xx")
+            by_vllm = Counter[str]()
+            for (vllm, _), value in counts.items():
+                by_vllm[vllm] += value
             own = sum(v for (_, ours), v in counts.items() if ours == "own 4xx")
-            lines.append(f"| `{route}` | {self.requests[route]} | {ok} | {refused} | {own} |")
+            lines.append(
+                f"| `{route}` | {self.requests[route]} | {by_vllm['2xx']} | {by_vllm['4xx']} "
+                f"| {by_vllm['5xx']} | {own} |"
+            )
         return "\n".join(lines) + "\n"
 
     def disagreement_table(self) -> str:
@@ -160,7 +174,15 @@ def shaped(route: str, body: Any, model: str, rng: random.Random) -> Any:
             body[name] = MAX_OUTPUT_TOKENS
     if route == "/v1/messages" and not isinstance(body.get("max_tokens"), int):
         body.setdefault("max_tokens", MAX_OUTPUT_TOKENS)
-    generating = route in ("/v1/chat/completions", "/v1/completions", "/v1/responses")
+    if route == "/inference/v1/generate":
+        sampling = body.get("sampling_params")
+        if sampling is None or isinstance(sampling, dict):
+            sampling = dict(sampling or {})
+            value = sampling.get("max_tokens")
+            if not isinstance(value, int) or isinstance(value, bool) or value > MAX_OUTPUT_TOKENS:
+                sampling["max_tokens"] = MAX_OUTPUT_TOKENS
+            body["sampling_params"] = sampling
+    generating = route in GENERATING_ROUTES
     if generating and not any(isinstance(body.get(name), int) for name in OUTPUT_FIELDS):
         body["max_tokens" if route != "/v1/responses" else "max_output_tokens"] = MAX_OUTPUT_TOKENS
     for name in ("n", "best_of"):
@@ -215,6 +237,11 @@ def compare(
 
     if through.status >= 500 and (sidecar_refused(through) or direct.status < 500):
         yield row("sidecar 5xx of its own")
+        return
+    if direct.status == HTTPStatus.NOT_IMPLEMENTED and 400 <= through.status < 500:
+        # vLLM answers 501 before reading the body when the served model lacks the route's
+        # API (/v1/systemone on a model without structured decisions); a 4xx for a body the
+        # sidecar cannot price is as final a refusal, and nothing reached vLLM.
         return
     if direct.status < 300 and through.status >= 300:
         yield row("false refusal")
@@ -276,8 +303,10 @@ def run(
             tally.outcomes[(route, answer_class(direct), ours)] += 1
             tally.disagreements.extend(compare(route, body, direct, through, log_line, request_id))
 
+        route_started = time.monotonic()
         with contextlib.suppress(_TimeUp):
             hypothesis_seed(seed)(draw)(exchange, deadline)
+        tally.route_seconds[route] = time.monotonic() - route_started
     tally.seconds = time.monotonic() - started
     return tally
 

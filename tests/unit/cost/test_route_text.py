@@ -93,6 +93,21 @@ def test_chat_batch_renders_each_conversation_as_its_own_chat_without_tools(
     ]
 
 
+def test_generative_scoring_is_the_query_with_each_item_as_vllm_encodes_them(
+    counter: PromptCounter,
+) -> None:
+    # Found by the differential tier: rare characters ran past the estimate. vLLM encodes the
+    # query with add_special_tokens (default true) and each item without.
+    text = counter.text_tokens
+    rare = "\U00083e51!\x81\U00084a89^\x10\U000d340a\xfd"
+    body = {"query": "Is it", "items": [rare, "yes"], "label_token_ids": [1, 2]}
+    query = text("Is it", add_special_tokens=True)
+    assert prompts(counter, Route.GENERATIVE_SCORING, body) == [
+        query + text(rare, add_special_tokens=False), query + 1]  # fmt: skip
+    plain = {**body, "add_special_tokens": False, "query": [5, 6], "items": [[7], [8, 9]]}
+    assert prompts(counter, Route.GENERATIVE_SCORING, plain) == [0, 0]  # all token ids
+
+
 @pytest.mark.parametrize(
     ("route", "body"),
     [(Route.RESPONSES, {"input": "x", "previous_response_id": "r"})],

@@ -83,6 +83,13 @@ def test_shapes_null_content_is_refused_except_on_an_assistant_turn(role: str) -
         parse(Route.CHAT, messages=[{"role": role, "content": None}])
 
 
+def test_shapes_a_function_turn_may_have_null_content_as_vllm_takes_it() -> None:
+    # Found by the differential tier: vLLM renders OpenAI's function message with null
+    # content (its type is Optional[str]) where the sidecar had refused it.
+    body = parse(Route.CHAT_RENDER, messages=[{"role": "function", "name": "f", "content": None}])
+    assert body.sequences[0].messages == 1
+
+
 def test_shapes_an_assistant_turn_of_tool_calls_alone_is_read() -> None:
     call = {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     body = parse(

@@ -1,0 +1,89 @@
+"""The differential tier: bodies drawn from vLLM's own schema, answered by vLLM and by the
+sidecar in front of it, must agree (``tests/real_vllm/differential.py`` says how).
+
+Time-boxed and seeded in CI: ``VLM_SIDECAR_DIFFERENTIAL_SECONDS`` (per family, spread over
+the routes; 60 by default) and ``VLM_SIDECAR_DIFFERENTIAL_SEED``. ``make fuzz-vllm`` runs it
+long with ``VLM_SIDECAR_DIFFERENTIAL_DOCS=1``, which writes the run's figures into
+``docs/reliability.md``. The sidecar is its own, in front of the family's vLLM, so the draws
+never reach the calibration figures the prediction tests read from the tier's sidecar.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.real_vllm import differential
+from tests.real_vllm.client import get_text
+from tests.real_vllm.conftest import SIDECAR_ENV, Stack
+from tests.real_vllm.engine import LOG_DIR, ROOT, SidecarServer
+
+SECONDS = float(os.environ.get("VLM_SIDECAR_DIFFERENTIAL_SECONDS", "60"))
+SEED = int(os.environ.get("VLM_SIDECAR_DIFFERENTIAL_SEED", "20261202"))
+WRITE_DOCS = os.environ.get("VLM_SIDECAR_DIFFERENTIAL_DOCS") == "1"
+DOCS_PAGE = ROOT / "docs" / "reliability.md"
+BEGIN, END = "<!-- differential: begin -->", "<!-- differential: end -->"
+
+
+@pytest.fixture
+def sidecar(stack: Stack) -> Iterator[SidecarServer]:
+    with SidecarServer(
+        stack.vllm.base_url,
+        stack.model_dir,
+        env=SIDECAR_ENV,
+        log_name=f"sidecar-differential-{stack.name}",
+    ) as server:
+        yield server
+
+
+def test_the_sidecar_agrees_with_vllm_on_bodies_drawn_from_its_schema(
+    stack: Stack, sidecar: SidecarServer
+) -> None:
+    spec = json.loads(get_text(stack.vllm.base_url + "/openapi.json"))
+    routes = differential.inspected_routes(spec)
+    assert "/v1/chat/completions" in routes
+
+    def log_line(request_id: str) -> dict[str, object] | None:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            for record in reversed(sidecar.log_records()):
+                if record.get("request_id") == request_id:
+                    return record
+            time.sleep(0.05)
+        return None
+
+    tally = differential.run(
+        spec,
+        vllm_url=stack.vllm.base_url,
+        sidecar_url=sidecar.base_url,
+        model=stack.model,
+        log_line=log_line,
+        seconds_per_route=SECONDS / len(routes),
+        seed=SEED,
+    )
+    report = (
+        f"### {stack.name}: {sum(tally.requests.values())} requests in {tally.seconds:.0f} s "
+        f"(seed {SEED})\n\n{tally.table()}\n{tally.disagreement_table()}"
+    )
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    (LOG_DIR / f"differential-{stack.name}.md").write_text(report)
+    if WRITE_DOCS:
+        _write_figures(stack.name, report)
+    assert sum(tally.requests.values()) >= len(routes)
+    assert tally.disagreements == [], report
+
+
+def _write_figures(family: str, report: str) -> None:
+    """This family's section of the figures between the page's markers, the other kept."""
+    page = DOCS_PAGE.read_text(encoding="utf-8")
+    start, end = page.index(BEGIN) + len(BEGIN), page.index(END)
+    found = re.findall(r"(### (\S+):.*?)(?=\n### |\Z)", page[start:end], re.S)
+    kept = {name: text for text, name in found}
+    kept[family] = report.strip()
+    body = "\n\n".join(kept[name].strip() for name in sorted(kept))
+    DOCS_PAGE.write_text(page[:start] + "\n" + body + "\n" + page[end:], encoding="utf-8")

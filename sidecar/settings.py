@@ -9,7 +9,7 @@ names the variable.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -159,6 +159,14 @@ class Settings(BaseSettings):
     model: str = Field(description="Hugging Face id of a built-in profile, or a model directory.")
     min_pixels: PositiveInt | None = Field(None, description="vLLM --mm-processor-kwargs.")
     max_pixels: PositiveInt | None = Field(None, description="vLLM --mm-processor-kwargs.")
+    mm_processor_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "vLLM --mm-processor-kwargs, the same JSON object: each family's knobs "
+            "(max_soft_tokens, max_dynamic_patch, min/max_pixels, ...) change the prediction; "
+            "a knob the sidecar cannot price for the model stops start-up."
+        ),
+    )
     kv_cache_dtype: str = Field("auto", description="vLLM --kv-cache-dtype.")
     mamba_cache_dtype: MambaDType = Field(
         "auto",

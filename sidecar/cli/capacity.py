@@ -126,7 +126,7 @@ def weights_bytes(profile: ModelProfile, hardware: Hardware) -> int:
 def weights_bytes_per_gpu(profile: ModelProfile, hardware: Hardware) -> int:
     """Weights on one GPU of the busiest pipeline stage: its share of the layers, over TP."""
     kv = replace(profile.kv, pipeline_parallel_size=hardware.pipeline_parallel_size)
-    layers = max(1, kv.num_layers)
+    layers = max(1, kv.num_decoder_layers)
     return weights_bytes(profile, hardware) * max(kv.stage_layers) // (layers * hardware.gpu_count)
 
 

@@ -47,6 +47,12 @@ def _add_profile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="built-in Hugging Face id or model dir")
     parser.add_argument("--min-pixels", type=int, help="as vLLM's --mm-processor-kwargs")
     parser.add_argument("--max-pixels", type=int, help="as vLLM's --mm-processor-kwargs")
+    parser.add_argument(
+        "--mm-processor-kwargs",
+        type=_json_object,
+        default={},
+        help="as vLLM's: a JSON object of the family's knobs, e.g. '{\"max_soft_tokens\": 560}'",
+    )
     parser.add_argument("--kv-cache-dtype", default="auto", help="as vLLM's --kv-cache-dtype")
     parser.add_argument("--block-size", type=int, default=16, help="vLLM KV block, tokens")
     states = ["auto", "float32", "float16", "bfloat16"]
@@ -106,6 +112,7 @@ def _rule_profile(args: argparse.Namespace, *, tensor_parallel_size: int) -> Mod
         ProfileOverrides(
             min_pixels=args.min_pixels,
             max_pixels=args.max_pixels,
+            mm_processor_kwargs=args.mm_processor_kwargs,
             kv_cache_dtype=args.kv_cache_dtype,
             tensor_parallel_size=tensor_parallel_size,
             block_size_tokens=args.block_size,
@@ -116,7 +123,19 @@ def _rule_profile(args: argparse.Namespace, *, tensor_parallel_size: int) -> Mod
             prefix_caching=args.enable_prefix_caching,
             gdn_prefill_backend=args.gdn_prefill_backend,
         ),
+        engine_only=args.engine is not None,  # a family with no rule: vLLM prices it
     )
+
+
+def _json_object(text: str) -> dict[str, object]:
+    """``'{"max_soft_tokens": 560}'``: vLLM's --mm-processor-kwargs value."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+    return value
 
 
 def _layer_counts(text: str) -> tuple[int, ...]:

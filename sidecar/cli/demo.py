@@ -20,9 +20,11 @@ import aiohttp
 import orjson
 from PIL import Image
 
+from sidecar.profiles import load_profile
 from sidecar.serve.server import running_sidecar
 from sidecar.settings import Settings
 from sidecar.standin import StandinConfig, run_standin
+from sidecar.standin.replies import counting_images_by
 from sidecar.units import format_bytes
 
 DEMO_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
@@ -118,7 +120,13 @@ def _port_is_free(port: int) -> bool:
 
 async def run_demo(out: TextIO, *, port: int = 8080, metrics_port: int = 9090, once: bool) -> None:
     """Start everything, send the workload, print the table, then serve until cancelled."""
-    async with run_standin(StandinConfig(served_model_name=DEMO_MODEL)) as standin:
+    # The stand-in counts images as the demo model's processor does, as a vLLM configured
+    # like the sidecar would: the sidecar's self-check at start-up agrees with it.
+    vision = load_profile(DEMO_MODEL).vision
+    config = StandinConfig(
+        served_model_name=DEMO_MODEL, prompt_tokens_fn=counting_images_by(vision)
+    )
+    async with run_standin(config) as standin:
         settings = Settings(
             model=DEMO_MODEL,
             upstream_url=standin.url,  # type: ignore[arg-type]  # pydantic parses the URL

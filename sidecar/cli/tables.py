@@ -25,6 +25,13 @@ def print_tokens_table(
     out.write(f"model: {profile.name} ({profile.vision.describe()})\n")
     geometry = profile.kv
     out.write(f"KV per token: {format_bytes(geometry.bytes_per_token)}\n")
+    if geometry.has_recurrent_state:
+        state = geometry.request_kv_bytes(0)
+        out.write(
+            f"KV block: {geometry.block_tokens:,} tokens, {format_bytes(geometry.bytes_per_block)};"
+            f" every request also holds {state // geometry.bytes_per_block} recurrent-state "
+            f"blocks ({format_bytes(state)}) whatever its length\n"
+        )
     split = geometry.tensor_parallel_size > 1 or geometry.pipeline_parallel_size > 1
     if split or data_parallel_size > 1:
         out.write(

@@ -219,6 +219,12 @@ def _kv_bytes(prediction: RequestPrediction, kv: KvGeometry, context_tokens: int
     tokens = (
         prediction.prompt_tokens
         + prediction.n * prediction.sequences * output
-        + extra_prompts * kv.block_size_tokens  # each prompt rounds up to its own blocks
+        + extra_prompts * kv.block_tokens  # each prompt rounds up to its own blocks
     )
-    return kv.request_kv_bytes(tokens, prediction.cross_attention_tokens)
+    kv_bytes = kv.request_kv_bytes(tokens, prediction.cross_attention_tokens)
+    requests = prediction.n * prediction.sequences
+    if requests > 1:
+        # Each of the requests vLLM runs holds its own recurrent state (a hybrid model's
+        # fixed blocks, what a request of no tokens holds; 0 for attention-only models).
+        kv_bytes += (requests - 1) * kv.request_kv_bytes(0)
+    return kv_bytes

@@ -12,8 +12,8 @@ video rules registered per ``model_type``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from sidecar.profiles.kv_geometry import (
     RecurrentKind,
 )
 from sidecar.profiles.model_config import read_text_model, text_config, validated_context_tokens
+from sidecar.profiles.processor_kwargs import SERVER_KWARGS, ProcessorKwargs
 from sidecar.settings import Settings
 from sidecar.video import VideoRule
 from sidecar.video.qwen import QwenVideoRule
@@ -35,10 +36,15 @@ from sidecar.vision.anyres import AnyresRule
 from sidecar.vision.engine_only import EngineOnlyRule
 from sidecar.vision.fixed import FixedTokensRule
 from sidecar.vision.gemma3 import Gemma3Rule
+from sidecar.vision.gemma4 import PROCESSOR_KNOBS as GEMMA4_KNOBS
+from sidecar.vision.gemma4 import Gemma4Rule
 from sidecar.vision.glm4v import Glm4vSmartResizeRule
 from sidecar.vision.idefics3 import SplitImageRule
 from sidecar.vision.internvl import InternVLRule
+from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
+from sidecar.vision.internvl_chat import InternVLChatRule
 from sidecar.vision.llama4 import Llama4Rule
+from sidecar.vision.paddleocr_vl import PaddleOCRVLRule
 from sidecar.vision.pixtral import PixtralRule
 from sidecar.vision.qwen import QwenSmartResizeRule
 
@@ -83,16 +89,35 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "qwen3_vl": QwenSmartResizeRule.from_configs,
     "llava": _llava_rule,
     "gemma3": Gemma3Rule.from_configs,
+    "gemma3n": Gemma3Rule.from_gemma3n_configs,
+    "gemma4": Gemma4Rule.from_configs,
     "mistral3": PixtralRule.from_configs,
     "lightonocr": PixtralRule.from_lightonocr_configs,
     "glm4v": Glm4vSmartResizeRule.from_configs,
     "llava_next": AnyresRule.from_llava_next_configs,
     "llava_onevision": AnyresRule.from_llava_onevision_configs,
     "internvl": InternVLRule.from_configs,
+    "internvl_chat": InternVLChatRule.from_configs,
+    "eagle2_5_vl": InternVLChatRule.from_eagle_configs,
     "idefics3": SplitImageRule.from_configs,
     "smolvlm": SplitImageRule.from_configs,
     "llama4": Llama4Rule.from_configs,
+    "paddleocr_vl": PaddleOCRVLRule.from_configs,
 }
+
+# The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
+# pixel bounds reach the Qwen-style families through with_pixel_range instead.
+PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
+    "gemma3": frozenset({"do_pan_and_scan"}),
+    "gemma4": GEMMA4_KNOBS,
+    "internvl_chat": INTERNVL_CHAT_KNOBS,
+    "eagle2_5_vl": INTERNVL_CHAT_KNOBS,
+    "internvl": frozenset({"min_patches", "max_patches"}),
+}
+
+
+# Families whose vLLM processor takes exactly their knobs and fails on any other kwarg.
+KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +126,7 @@ class ProfileOverrides:
 
     min_pixels: int | None = None
     max_pixels: int | None = None
+    mm_processor_kwargs: Mapping[str, Any] = field(default_factory=dict)  # pixel bounds too
     kv_cache_dtype: str = "auto"
     tensor_parallel_size: int = 1
     block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
@@ -117,6 +143,7 @@ class ProfileOverrides:
         return cls(
             min_pixels=settings.min_pixels,
             max_pixels=settings.max_pixels,
+            mm_processor_kwargs=settings.mm_processor_kwargs,
             kv_cache_dtype=settings.kv_cache_dtype,
             tensor_parallel_size=settings.tensor_parallel_size,
             # Unset: vLLM's own once the engine is read (serve.app.apply_engine_facts).
@@ -226,6 +253,12 @@ def load_profile(
     ``engine_only``: a model directory whose family has no native rule gets
     ``EngineOnlyRule`` (its images priced by vLLM's count) instead of an error."""
     overrides = overrides or ProfileOverrides()
+    kwargs = ProcessorKwargs.from_settings_values(
+        overrides.mm_processor_kwargs,
+        min_pixels=overrides.min_pixels,
+        max_pixels=overrides.max_pixels,
+    )
+    overrides = replace(overrides, min_pixels=kwargs.min_pixels, max_pixels=kwargs.max_pixels)
     builtin = _find_builtin(model)
     if builtin is not None:
         entry = BUILTIN_MODELS[builtin]
@@ -235,10 +268,11 @@ def load_profile(
             entry.preprocessor,
             source="builtin",
             video_preprocessor=entry.video_preprocessor,
+            processor_kwargs=kwargs,
         )
         profile = replace(profile, parameter_count=entry.parameter_count)
     elif Path(model).is_dir():
-        profile = _profile_from_directory(Path(model), engine_only=engine_only)
+        profile = _profile_from_directory(Path(model), kwargs, engine_only=engine_only)
     else:
         raise ConfigurationError(
             f"unknown model {model!r}: not a built-in profile and not a model directory. "
@@ -254,9 +288,14 @@ def profile_from_configs(
     *,
     source: str,
     video_preprocessor: dict[str, Any] | None = None,
+    processor_kwargs: ProcessorKwargs | None = None,
     engine_only: bool = False,
 ) -> ModelProfile:
     """Build a profile from parsed ``config.json`` and preprocessor config values.
+
+    ``processor_kwargs`` are the server's ``--mm-processor-kwargs``: the family's knobs are
+    merged over ``preprocessor`` as vLLM merges them, and kept as given under
+    ``SERVER_KWARGS`` for rules whose processor reads them apart from its files.
 
     ``video_preprocessor`` None means the checkpoint has no video processor config, and, as
     transformers' ``BaseVideoProcessor.get_video_processor_dict`` does, the video processor is
@@ -272,6 +311,11 @@ def profile_from_configs(
         factory = VISION_RULES[rule]
         config = architecture.model_config(config)
     text = text_config(config)
+    knobs = (processor_kwargs or ProcessorKwargs({})).for_family(
+        name, rule, PROCESSOR_KNOBS.get(rule, frozenset()), knobs_only=rule in KNOBS_ONLY
+    )
+    if knobs:
+        preprocessor = {**preprocessor, **knobs, SERVER_KWARGS: knobs}
     try:
         vision = PixelLimited(factory(rule, config, preprocessor))
         video = (
@@ -323,7 +367,9 @@ def _engine_only_rule(family: str, config: dict[str, Any], _: dict[str, Any]) ->
     )
 
 
-def _profile_from_directory(directory: Path, *, engine_only: bool = False) -> ModelProfile:
+def _profile_from_directory(
+    directory: Path, kwargs: ProcessorKwargs, *, engine_only: bool = False
+) -> ModelProfile:
     config = _read_json(directory / "config.json")
     preprocessor: dict[str, Any] = {}
     for candidate in ("preprocessor_config.json", "processor_config.json"):
@@ -338,6 +384,7 @@ def _profile_from_directory(directory: Path, *, engine_only: bool = False) -> Mo
         preprocessor,
         source=str(directory),
         video_preprocessor=_video_preprocessor(directory, preprocessor),
+        processor_kwargs=kwargs,
         engine_only=engine_only,
     )
     return replace(profile, parameter_count=_parameter_count(directory, profile))

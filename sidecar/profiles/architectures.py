@@ -105,6 +105,7 @@ def _dropped(name: str, version: str, *model_types: str, note: str = "") -> Arch
 BY_TRANSFORMERS = "transformers' processor (tests/oracle)"
 BY_VLLM = "vLLM 0.33's processor (tests/renderer/test_processor_counts.py)"
 BY_BOTH = "transformers' processor (tests/oracle) and vLLM 0.33's (tests/renderer)"
+BY_NEW_FAMILIES = "vLLM 0.33's processor (tests/renderer/test_new_families.py)"
 BY_SOURCE = "vLLM 0.33's source only: the config class is remote code, not run here"
 
 _INHERITS = "its ProcessingInfo inherits {}, with changes not yet proven"
@@ -330,8 +331,23 @@ _TABLE: tuple[Architecture, ...] = (
     ),
     # --- Gemma ---------------------------------------------------------------------------------
     _rule("Gemma3ForConditionalGeneration", "gemma3_mm", "gemma3", "gemma3", proof=BY_TRANSFORMERS),
-    _engine("Gemma3nForConditionalGeneration", "gemma3n_mm"),
-    _engine("Gemma4ForConditionalGeneration", "gemma4_mm"),
+    _rule(
+        "Gemma3nForConditionalGeneration",
+        "gemma3n_mm",
+        "gemma3n",
+        "gemma3n",
+        note="Gemma3nProcessor.full_image_sequence: \\n\\n<start_of_image> + 256 soft "
+        "tokens + <end_of_image>\\n\\n, newlines merged as in Gemma 3",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "Gemma4ForConditionalGeneration",
+        "gemma4_mm",
+        "gemma4",
+        "gemma4",
+        note="Gemma4ProcessingInfo._compute_num_soft_tokens: scaled to max_soft_tokens",
+        proof=BY_NEW_FAMILIES,
+    ),
     _engine("Gemma4UnifiedForConditionalGeneration", "gemma4_unified"),
     _engine("DiffusionGemmaForBlockDiffusion", "diffusion_gemma"),
     _engine("PaliGemmaForConditionalGeneration", "paligemma"),
@@ -353,17 +369,43 @@ _TABLE: tuple[Architecture, ...] = (
         note="InternS1ProcessingInfo: InternVLProcessor with GotOcr2's 448 px tiles",
         proof=BY_SOURCE,
     ),
-    _engine(
+    _rule(
         "InternVLChatModel",
         "internvl",
-        "the original chat format: its own tiler and <img><IMG_CONTEXT></img> markup",
+        "internvl_chat",
+        "internvl_chat",
+        note="the original chat format: vLLM's InternVLChatProcessor, 448 px tiles + "
+        "thumbnail, <img><IMG_CONTEXT>...</img>",
+        proof=BY_NEW_FAMILIES,
     ),
-    _engine("Eagle2_5_VLForConditionalGeneration", "eagle2_5_vl", "InternVL chat format"),
+    _rule(
+        "Eagle2_5_VLForConditionalGeneration",
+        "eagle2_5_vl",
+        "eagle2_5_vl",
+        note="InternVLChatProcessor; tiles of force_image_size (else vision_config.image_size)",
+        proof=BY_NEW_FAMILIES,
+    ),
     _engine("H2OVLChatModel", "h2ovl", "InternVL chat format"),
     _engine("NVLM_D", "nvlm_d", "InternVL chat format"),
-    _engine("SkyworkR1VChatModel", "skyworkr1v", "InternVL chat format"),
+    _rule(
+        "SkyworkR1VChatModel",
+        "skyworkr1v",
+        "internvl_chat",
+        note="SkyworkR1VProcessingInfo: InternVLChatProcessor, as InternVLChatModel",
+        proof=BY_NEW_FAMILIES,
+    ),
     _engine("Llama_Nemotron_Nano_VL", "nemotron_vl", "InternVL chat format"),
     _engine("QianfanOCRForConditionalGeneration", "qianfan_ocr", "InternVL chat format"),
+    # --- PaddleOCR-VL ---------------------------------------------------------------------------
+    _rule(
+        "PaddleOCRVLForConditionalGeneration",
+        "paddleocr_vl",
+        "paddleocr_vl",
+        "paddleocr_vl",
+        note="PaddleOCRVLProcessingInfo.get_num_image_tokens: vLLM's own smart_resize "
+        "(28 px), <|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- Idefics3 / SmolVLM -------------------------------------------------------------------
     _rule(
         "Idefics3ForConditionalGeneration",
@@ -422,7 +464,6 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("Ovis2_5", "ovis2_5"),
     _engine("Ovis2_6ForCausalLM", "ovis2_5"),
     _engine("Ovis2_6_MoeForCausalLM", "ovis2_5"),
-    _engine("PaddleOCRVLForConditionalGeneration", "paddleocr_vl"),
     _engine("Phi3VForCausalLM", "phi3v"),
     _engine("Phi4ForCausalLMV", "phi4siglip"),
     _engine("Phi4MMForCausalLM", "phi4mm"),

@@ -124,9 +124,10 @@ def _qwen3_5(
     4th layer full attention (head_dim 256), behind the Qwen3-VL processor files.
 
     Every size shares head_dim 256, 16 linear key heads of 128, value heads of 128, a conv
-    kernel of 4, 262,144 positions, bfloat16, and a vision tower of patch 16, merge 2 whose
-    merger projects to the text width. The processor files are the Qwen3-VL family's (vLLM's
-    ``Qwen3_5ProcessingInfo`` is ``Qwen3VLProcessingInfo`` with its own config class)."""
+    kernel of 4, a float32 SSM state, 262,144 positions, bfloat16, and a vision tower of
+    patch 16, merge 2 whose merger projects to the text width. The processor files are the
+    Qwen3-VL family's (vLLM's ``Qwen3_5ProcessingInfo`` is ``Qwen3VLProcessingInfo`` with its
+    own config class)."""
     model_type = "qwen3_5_moe" if moe else "qwen3_5"
     architecture = (
         "Qwen3_5MoeForConditionalGeneration" if moe else "Qwen3_5ForConditionalGeneration"
@@ -147,6 +148,9 @@ def _qwen3_5(
             "linear_num_key_heads": 16,
             "linear_num_value_heads": linear_value_heads,
             "linear_value_head_dim": 128,
+            # The Gated DeltaNet state in float32, as every Qwen3.5 config.json asks of vLLM
+            # (--mamba-ssm-cache-dtype auto reads it): twice the bytes of a bf16 state.
+            "mamba_ssm_dtype": "float32",
         },
         "vision_config": {
             "model_type": f"{model_type}_vision",

@@ -195,6 +195,9 @@ def pipeline_stage_layers(
     return tuple(partitions)
 
 
+# A ``layer_order`` entry for a decoder block with neither KV nor state (an MLP block).
+STATELESS_LAYER = -1
+
 _Spec = tuple[AttentionKind, int, int, int | None, RecurrentState | None]
 
 
@@ -228,8 +231,10 @@ class KvGeometry:
     """The served model's KV layout on one GPU.
 
     ``layer_order`` gives each decoder layer, in model order, as an index into
-    ``layer_groups``; empty means the groups' layers one group after another, which is
-    exact for a model with one attention kind.
+    ``layer_groups``, or ``STATELESS_LAYER`` for a block that holds nothing (Nemotron-H's MLP
+    and MoE blocks, which still take their place in vLLM's pipeline split); empty means the
+    groups' layers one group after another, which is exact for a model with one attention
+    kind.
 
     The recurrent-state fields matter only to models with ``RECURRENT`` layers:
     ``conv_state_dtype_bytes`` is ``--mamba-cache-dtype``'s element size (the model dtype for
@@ -259,6 +264,11 @@ class KvGeometry:
     def num_layers(self) -> int:
         """Decoder layers holding KV, across every pipeline stage."""
         return sum(group.num_layers for group in self.layer_groups)
+
+    @property
+    def num_decoder_layers(self) -> int:
+        """Decoder layers, those that hold nothing included: what pipeline stages split."""
+        return len(self.layer_order) or self.num_layers
 
     @property
     def stage_layers(self) -> tuple[int, ...]:
@@ -441,7 +451,8 @@ def _block_layout(geometry: KvGeometry) -> _BlockLayout:
     )
     positions: dict[_Spec, list[int]] = {}
     for position, index in enumerate(order):
-        positions.setdefault(_spec(geometry.layer_groups[index]), []).append(position)
+        if index != STATELESS_LAYER:
+            positions.setdefault(_spec(geometry.layer_groups[index]), []).append(position)
     stage_layers = pipeline_stage_layers(
         max(1, len(order)), geometry.pipeline_parallel_size, geometry.pipeline_layer_partition
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.profiles.kv_geometry import (
+    STATELESS_LAYER,
     AttentionKind,
     LayerGroup,
     RecurrentKind,
@@ -99,7 +100,8 @@ class TextModel:
 
 def text_config(config: dict[str, Any]) -> dict[str, Any]:
     """The language model's config, with transformers' class defaults filled in."""
-    text = config.get("text_config") or config
+    # InternVL's chat format names it llm_config (vLLM maps it to text_config).
+    text = config.get("text_config") or config.get("llm_config") or config
     return {**TEXT_CONFIG_DEFAULTS.get(str(text.get("model_type")), {}), **text}
 
 
@@ -167,9 +169,10 @@ def _layer_groups(
     text: dict[str, Any], kv_heads: int, head_dim: int
 ) -> tuple[tuple[LayerGroup, ...], tuple[int, ...]]:
     """One group per attention kind, and each decoder layer's group in model order."""
+    layer_types = _layer_types(text)
     kinds = [
         AttentionKind.RECURRENT if t == "linear_attention" else AttentionKind.from_layer_type(t)
-        for t in _layer_types(text)
+        for t in layer_types
         if t not in _STATELESS_LAYER_TYPES
     ]
     state = recurrent_state(text) if AttentionKind.RECURRENT in kinds else None
@@ -192,7 +195,13 @@ def _layer_groups(
         )
         for kind in ordered
     )
-    return groups, tuple(ordered.index(kind) for kind in kinds)
+    # Blocks that hold nothing still count in vLLM's pipeline split: STATELESS_LAYER there.
+    kinds_left = iter(kinds)
+    order = tuple(
+        STATELESS_LAYER if t in _STATELESS_LAYER_TYPES else ordered.index(next(kinds_left))
+        for t in layer_types
+    )
+    return groups, order
 
 
 def _layer_types(text: dict[str, Any]) -> list[str]:

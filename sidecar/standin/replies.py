@@ -42,7 +42,17 @@ import orjson
 import pybase64
 from PIL import Image, UnidentifiedImageError
 
-from sidecar.standin.config import StandinConfig, count_images
+from sidecar.errors import ImageError
+from sidecar.images.probe import probe_base64
+from sidecar.standin.config import (
+    CRUDE_TOKENS_PER_IMAGE,
+    StandinConfig,
+    TokenFn,
+    count_images,
+    crude_image_tokens,
+    crude_prompt_tokens,
+)
+from sidecar.vision import VisionRule
 
 CHAT, COMPLETIONS, RESPONSES, MESSAGES = (
     "/v1/chat/completions",
@@ -169,6 +179,28 @@ def _image_urls(node: object) -> Iterator[str]:
     elif isinstance(node, list):
         for child in node:
             yield from _image_urls(child)
+
+
+def counting_images_by(rule: VisionRule) -> TokenFn:
+    """A ``prompt_tokens_fn`` for a stand-in whose processor is ``rule``: the crude text count
+    plus ``rule``'s prompt tokens for each inline image (from its header; a URL keeps the crude
+    allowance), refusing with vLLM's 400 what the rule refuses. The demo's stand-in counts so,
+    and the ask-the-engine tests give it a rule other than the sidecar's."""
+
+    def count(body: Mapping[str, Any]) -> int:
+        tokens = crude_prompt_tokens(body) - crude_image_tokens(body)
+        for url in _image_urls(body):
+            if url[:5].lower() != "data:":
+                tokens += CRUDE_TOKENS_PER_IMAGE
+                continue
+            try:
+                header = probe_base64(url.partition(",")[2].encode(), max_image_pixels=2**40)
+                tokens += rule.image_tokens(header.width_px, header.height_px).prompt_tokens
+            except ImageError as exc:
+                raise StandinRequestError(400, exc.message) from None
+        return tokens
+
+    return count
 
 
 def load_image(url: str) -> None:

@@ -26,6 +26,12 @@ from typing import Protocol, Self
 from sidecar.errors import UnsupportedImageSizeError
 from sidecar.settings import VLLM_MAX_IMAGE_PIXELS
 
+# The key under which a rule's ``preprocessor`` values hold the server's
+# ``--mm-processor-kwargs`` knobs as given, apart from the checkpoint's values they were merged
+# over (``sidecar.profiles.processor_kwargs``): vLLM's Gemma 4 count reads max_soft_tokens from
+# the kwargs or config.json, never from the image processor's file.
+SERVER_KWARGS = "mm_processor_kwargs"
+
 
 @dataclass(frozen=True, slots=True)
 class ImageTokens:

@@ -11,6 +11,11 @@ real prompt can be one or two positions shorter: the prediction errs on the safe
 
 Pan-and-scan (``do_pan_and_scan``, off unless configured) adds crops framed by prose whose
 length depends on the tokenizer; a configuration that turns it on is refused, not guessed.
+
+Gemma 3n (``gemma3n_mm.py``) frames its soft tokens the same way (``Gemma3nProcessor``'s
+``full_image_sequence``) and merges newlines the same way; it resizes to 768 x 768 for its
+MobileNet tower, has no pan-and-scan, and takes ``image_seq_length`` (256) from
+``processor_config.json``.
 """
 
 from __future__ import annotations
@@ -53,6 +58,15 @@ class Gemma3Rule(FixedCostDownscale):
         if seq_length is None or side is None:
             raise ValueError("Gemma 3 config has no image_seq_length or image size")
         return cls(family, int(seq_length), int(side))
+
+    @classmethod
+    def from_gemma3n_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> Gemma3Rule:
+        """Gemma 3n: ``Gemma3nProcessor.image_seq_length`` soft tokens (its default 256)."""
+        seq_length = preprocessor.get("image_seq_length") or 256
+        size = preprocessor.get("size") or {}
+        return cls(family, int(seq_length), int(size.get("height") or 768))
 
     @property
     def tokens_per_image(self) -> int:

@@ -28,7 +28,7 @@ def smart_resize(
     height_px: int, width_px: int, *, factor: int, min_pixels: int, max_pixels: int
 ) -> tuple[int, int]:
     """transformers' Qwen2-VL ``smart_resize``: the (height, width) the processor feeds the ViT."""
-    _refuse_extreme_aspect(height_px, width_px, width_px=width_px, height_px=height_px)
+    refuse_extreme_aspect(height_px, width_px, width_px=width_px, height_px=height_px)
     return _scale_into_range(
         1, height_px, width_px, temporal_factor=1, factor=factor,
         min_pixels=min_pixels, max_pixels=max_pixels,
@@ -50,14 +50,14 @@ def clip_smart_resize(
     if height < factor or width < factor:
         scale = max(factor / height, factor / width)
         height, width = int(height * scale), int(width * scale)
-    _refuse_extreme_aspect(height, width, width_px=width_px, height_px=height_px)
+    refuse_extreme_aspect(height, width, width_px=width_px, height_px=height_px)
     return _scale_into_range(
         num_frames, height, width, temporal_factor=temporal_factor, factor=factor,
         min_pixels=min_pixels, max_pixels=max_pixels,
     )  # fmt: skip
 
 
-def _refuse_extreme_aspect(height: int, width: int, *, width_px: int, height_px: int) -> None:
+def refuse_extreme_aspect(height: int, width: int, *, width_px: int, height_px: int) -> None:
     """Raise as the processor does when ``height x width`` exceeds the aspect-ratio limit.
 
     ``width_px`` and ``height_px`` are the caller's original size, for the message.

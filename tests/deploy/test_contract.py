@@ -274,6 +274,10 @@ def test_vllm_flags_agree_with_the_sidecar_settings(
             "SIDECAR_MIN_PIXELS / --mm-processor-kwargs min_pixels": (
                 settings.min_pixels, kwargs.get("min_pixels"),
             ),
+            "SIDECAR_MM_PROCESSOR_KWARGS / --mm-processor-kwargs, less the pixel bounds": (
+                settings.mm_processor_kwargs,
+                {k: v for k, v in kwargs.items() if k not in ("min_pixels", "max_pixels")},
+            ),
             "SIDECAR_MAX_IMAGES_PER_REQUEST / --limit-mm-per-prompt image": (
                 settings.max_images_per_request, images,
             ),

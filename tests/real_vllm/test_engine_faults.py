@@ -99,6 +99,11 @@ def faults() -> Iterator[FaultStack]:
         engine.start()
         stack.sidecar.start()
         _until(lambda: stack.gauge("vlm_sidecar_kv_budget_bytes") > 0, "the auto budget")
+        # The self-check against vLLM's /tokenize, before the first test freezes the engine.
+        _until(
+            lambda: stack.gauge("vlm_sidecar_rule_check_timestamp_seconds") > 0,
+            "the rule's self-check",
+        )
         yield stack
     finally:
         stack.sidecar.stop()

@@ -72,6 +72,10 @@ def named_cases() -> list[dict[str, Any]]:
         {"text_config": GEMMA_3_4B, "tensor_parallel_size": 2},
         {"text_config": QWEN2_5_VL_7B},
         {"text_config": QWEN2_5_VL_7B, "block_size": 128, "kv_cache_dtype": "fp8"},
+        {"text_config": QWEN3_5_27B, "pipeline_parallel_size": 3},
+        {"text_config": QWEN3_5_35B_A3B, "pipeline_parallel_size": 2, "tensor_parallel_size": 2},
+        {"text_config": NEMOTRON_NANO_9B_V2, "pipeline_parallel_size": 2},
+        {"text_config": GEMMA_3_4B, "pipeline_parallel_size": 2},
     ]
     return cases
 
@@ -140,6 +144,8 @@ def random_cases(count: int, seed: int = 22) -> list[dict[str, Any]]:
         }
         if family == 0 and rng.random() < 0.5:
             case["checkpoint_alignment"] = 64
+        if rng.random() < 0.3:
+            case["pipeline_parallel_size"] = rng.choice([2, 3])
         if family < 2 and rng.random() < 0.4:
             case["mamba_cache_dtype"] = rng.choice(["float32", "bfloat16"])
         if family < 2 and rng.random() < 0.4:
@@ -174,6 +180,7 @@ def sidecar_geometry(case: dict[str, Any]) -> KvGeometry:
         ssm_state_dtype_bytes=None if ssm == "auto" else STATE_DTYPE_BYTES[ssm],
         prefix_caching=case.get("prefix_caching", True),
         prefill_checkpoint_tokens=case.get("checkpoint_alignment"),
+        pipeline_parallel_size=case.get("pipeline_parallel_size", 1),
     )
 
 
@@ -243,6 +250,8 @@ def test_sidecar_kv_geometry_equals_vllm_kv_cache_layout(installed: None) -> Non
     hybrid = [layout for layout in layouts if layout["mamba_cache_mode"] == "align"]
     assert len(hybrid) >= 20, "the cases must exercise the hybrid layout"
     assert {layout["block_size"] for layout in hybrid} - {16, 32, 128}, "no raised block size"
+    staged = [case for case in cases if case.get("pipeline_parallel_size", 1) > 1]
+    assert len(staged) >= 10, "the cases must exercise pipeline parallelism"
 
 
 def test_qwen3_5_27b_worked_numbers(installed: None) -> None:

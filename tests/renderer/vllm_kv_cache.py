@@ -30,6 +30,7 @@ import torch
 from transformers import Gemma3TextConfig, NemotronHConfig, Qwen2Config
 from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
 from transformers.models.qwen3_5_moe.configuration_qwen3_5_moe import Qwen3_5MoeTextConfig
+from vllm.distributed.utils import get_pp_indices
 from vllm.model_executor.layers.mamba import abstract as mamba_abstract
 from vllm.model_executor.models.config import (
     MambaModelConfig,
@@ -178,9 +179,29 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
             specs[name] = FullAttentionSpec(**attention)
     groups = kv_cache_planning.get_kv_cache_groups(vllm_config, specs)
     layout = cache_config.get_resolved_kv_cache_layout()
-    bytes_per_block = kv_cache_planning._get_kv_cache_bytes_per_block(groups, layout)
-    config = kv_cache_planning.get_kv_cache_config_from_groups(
-        vllm_config, groups, case.get("available_bytes", 40 * 2**30)
+    # Pipeline parallelism: the global groups projected onto each stage's decoder layers
+    # (get_pp_indices); a block costs the most on the busiest stage.
+    stages = case.get("pipeline_parallel_size", 1)
+    bytes_per_block = max(
+        kv_cache_planning._get_kv_cache_bytes_per_block(
+            kv_cache_planning._project_kv_cache_groups_to_worker(
+                groups,
+                {
+                    name: spec
+                    for name, spec in specs.items()
+                    if start <= int(name.rsplit(".", 1)[1]) < end
+                },
+            ),
+            layout,
+        )
+        for start, end in (get_pp_indices(len(kinds), rank, stages) for rank in range(stages))
+    )
+    available = case.get("available_bytes", 40 * 2**30)
+    # Every stage gets the busiest stage's count; one stage is vLLM's own config.
+    num_blocks = (
+        kv_cache_planning.get_kv_cache_config_from_groups(vllm_config, groups, available).num_blocks
+        if stages == 1
+        else available // bytes_per_block
     )
     held: list[tuple[str, list[int]]] = []
     for group in groups:
@@ -194,7 +215,7 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
         "block_size": cache_config.block_size,
         "mamba_cache_mode": cache_config.mamba_cache_mode,
         "bytes_per_block": bytes_per_block,
-        "num_blocks": config.num_blocks,
+        "num_blocks": num_blocks,
         "groups": held,
     }
 

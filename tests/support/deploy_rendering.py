@@ -49,6 +49,7 @@ DERIVED_VALUES = {
     "model": "model.path",
     "min_pixels": "images.minPixels",
     "max_pixels": "images.maxPixels",
+    "mm_processor_kwargs": "vllm.mmProcessorKwargs",
     "max_images_per_request": "images.maxPerRequest",
     "tensor_parallel_size": "vllm.tensorParallelSize",
     "pipeline_parallel_size": "vllm.pipelineParallelSize",

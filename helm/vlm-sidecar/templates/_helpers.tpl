@@ -114,6 +114,9 @@ the rest is derived from the values vLLM is given too, so engine and sidecar can
 {{- with .Values.images.minPixels }}
 {{- $_ := set $env "SIDECAR_MIN_PIXELS" (toString (int64 .)) }}
 {{- end }}
+{{- with .Values.vllm.mmProcessorKwargs }}
+{{- $_ := set $env "SIDECAR_MM_PROCESSOR_KWARGS" (toJson .) }}
+{{- end }}
 {{- with .Values.images.maxPerRequest }}
 {{- $_ := set $env "SIDECAR_MAX_IMAGES_PER_REQUEST" (toString (int .)) }}
 {{- end }}

@@ -70,6 +70,24 @@ def test_tokens_applies_the_max_pixels_override(flags: list[str], tokens: int) -
     assert orjson.loads(text)["tokens"] == tokens
 
 
+@pytest.mark.parametrize(
+    ("flags", "tokens"),
+    [([], 15_552), (["--mm-processor-kwargs", '{"max_pixels": 1003520}'], 1_230)],
+    ids=["shipped", "capped"],
+)
+def test_tokens_takes_vllms_mm_processor_kwargs(flags: list[str], tokens: int) -> None:
+    _, text = run_cli("tokens", "--model", QWEN, "--json", *flags, "4032x3024")
+    assert orjson.loads(text)["tokens"] == tokens
+
+
+def test_tokens_refuses_mm_processor_kwargs_that_are_not_a_json_object(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        run_cli("tokens", "--model", QWEN, "--mm-processor-kwargs", "[1]", "224x224")
+    assert "expected a JSON object" in capsys.readouterr().err
+
+
 def test_tokens_fp8_kv_cache_halves_kv_bytes() -> None:
     _, text = run_cli("tokens", "--model", QWEN, "--json", "--kv-cache-dtype", "fp8", "224x224")
     assert orjson.loads(text)["kv_bytes"] == 64 * 28_672

@@ -13,6 +13,7 @@ import pytest
 
 from sidecar.cost.prediction import RequestPrediction, predict_request, with_kv_bytes
 from sidecar.profiles import load_profile
+from tests.support.hybrid_models import QWEN3_5_27B, hybrid_geometry
 
 QWEN = load_profile("Qwen/Qwen2.5-VL-7B-Instruct")
 KV = QWEN.kv  # 16-token blocks, 57,344 bytes per token
@@ -94,3 +95,18 @@ def test_a_prompt_is_exact_only_with_counted_text_and_no_allowance() -> None:
     assert not _text_only(100, 8).prompt_tokens_exact  # text estimated from characters
     with_audio = replace(counted, media_tokens=1_500)  # an audio item at its allowance
     assert not with_audio.prompt_tokens_exact
+
+
+def test_every_sequence_of_a_hybrid_model_holds_its_own_recurrent_state() -> None:
+    # Qwen3.5-27B: 784-token blocks; each request vLLM runs keeps 2 blocks in each of its 3
+    # Gated DeltaNet groups, however short. Two prompts, n=2: four requests, 24 state blocks.
+    hybrid = hybrid_geometry(QWEN3_5_27B)
+    prediction = predict_request(
+        [], kv=hybrid, text_tokens=200, media_tokens=0, output_tokens=50, n=2, sequences=2,
+        longest_prompt_tokens=100,
+    )  # fmt: skip
+    attention_blocks = -(-(200 + 2 * 2 * 50 + 784) // 784)
+    assert prediction.kv_bytes == (attention_blocks + 4 * 6) * hybrid.bytes_per_block
+    # An attention-only model's extra sequences add only their rounding.
+    plain = _text_only(200, 50, sequences=2, n=2)
+    assert plain.kv_bytes == KV.request_kv_bytes(200 + 200 + 16)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import orjson
 import pytest
@@ -14,6 +15,7 @@ from sidecar.profiles import load_profile
 from sidecar.standin import StandinConfig, StandinServer, start_standin
 from tests.support.cli import run_cli
 from tests.support.engine_counts import counting_images_by
+from tests.support.model_dirs import write_config_files
 from tests.support.sidecars import QWEN
 
 SIDECAR_MAX_PIXELS = 1_003_520
@@ -71,3 +73,19 @@ def test_an_engine_that_cannot_answer_exits_2(capsys: pytest.CaptureFixture[str]
     status, _ = run_cli("tokens", "--model", QWEN, "--engine", "http://127.0.0.1:9", "640x480")
     assert status == 2
     assert "cannot ask vLLM at http://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_a_family_without_a_rule_is_priced_with_engine_only(
+    engine: StandinServer, tmp_path: Path
+) -> None:
+    directory = write_config_files(tmp_path / "fancy", QWEN)
+    config = orjson.loads((directory / "config.json").read_bytes())
+    fancy = config | {"model_type": "fancy_vl", "architectures": ["FancyVLForCausalLM"]}
+    (directory / "config.json").write_bytes(orjson.dumps(fancy))
+    status, _ = run_cli("tokens", "--model", str(directory), "640x480")
+    assert status == 2  # no rule, and no engine to ask
+    status, output = run_cli("tokens", "--model", str(directory), "--engine", engine.url, "--json",
+                             "640x480")  # fmt: skip
+    assert status == 0
+    row = orjson.loads(output)
+    assert row["tokens"] + row["wrapper_tokens"] == VLLM_RULE.image_tokens(640, 480).prompt_tokens

@@ -275,6 +275,13 @@ def test_mamba2_groups_are_replicated_to_cover_every_head_shard() -> None:
     }
 
 
+def test_blocks_that_hold_nothing_still_take_their_place_in_the_pipeline_split() -> None:
+    # vLLM splits Nemotron-Nano-9B-v2's 56 decoder blocks 28/28; the MLP blocks hold no KV.
+    staged = replace(hybrid_geometry(NEMOTRON_NANO_9B_V2), pipeline_parallel_size=2)
+    assert (staged.num_decoder_layers, staged.num_layers) == (56, 31)
+    assert staged.stage_layers == (28, 28)
+
+
 KV_GEOMETRY_DOC = ROOT / "docs" / "kv-geometry.md"
 DOC_MODELS = {
     "Qwen3.5-27B": QWEN3_5_27B,
@@ -313,3 +320,19 @@ def test_the_worked_numbers_in_the_docs() -> None:
     qwen = hybrid_geometry(QWEN3_5_27B)
     assert (64 * 4096 * 1000, qwen.request_blocks(1000)) == (250 * 2**20, 8)
     assert format_bytes(qwen.request_kv_bytes(1000)) == "392 MiB"
+
+
+@pytest.mark.parametrize(
+    ("builtin", "text"),
+    [("Qwen/Qwen3.5-27B", QWEN3_5_27B), ("Qwen/Qwen3.5-35B-A3B", QWEN3_5_35B_A3B)],
+    ids=["dense", "moe"],
+)
+def test_builtin_qwen3_5_profiles_lay_out_the_public_configs_blocks(
+    builtin: str, text: dict[str, Any]
+) -> None:
+    # The defaults: prefix caching on, FlashInfer's GDN prefill assumed until vLLM is read.
+    kv = load_profile(builtin).kv
+    public = hybrid_geometry(text, prefill_checkpoint_tokens=GDN_PREFILL_CHECKPOINT_TOKENS)
+    assert (kv.block_tokens, kv.bytes_per_block) == (public.block_tokens, public.bytes_per_block)
+    for tokens in (1, 8192, 262_144):
+        assert kv.request_kv_bytes(tokens) == public.request_kv_bytes(tokens)

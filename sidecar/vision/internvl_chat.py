@@ -1,0 +1,171 @@
+"""InternVL in its original chat format (``InternVLChatModel``) and the models built on it.
+
+vLLM 0.33 serves these checkpoints with its own processor
+(``transformers_utils/processors/internvl.py``, adapted from InternVL2's
+``modeling_internvl_chat.py``), not the -hf ``InternVLProcessor``: the image is resized onto the
+grid of ``image_size`` px tiles, ``min_dynamic_patch..max_dynamic_patch`` of them, whose aspect
+ratio is closest to the image's (favouring more tiles on a tie while the image's area exceeds
+half of the grid's), plus a thumbnail tile when there is more than one and ``use_thumbnail``
+is set; ``dynamic_image_size`` false means one tile. Each tile costs
+``image_seq_length = (image_size // patch_size)**2 * downsample_ratio**2`` ``<IMG_CONTEXT>``
+tokens, and ``<img>``/``</img>`` wrap them: ``tokens = 2 + image_seq_length * tiles``. The
+template's ``<image>`` is replaced by that run.
+
+The grid list is built as vLLM builds it (a set sorted by tile count, whose order decides the
+tie rule between grids of equal count), and the grid search is its ``find_closest_aspect_ratio``
+float for float.
+
+The knobs are ``InternVLChatImageProcessor``'s arguments, from ``--mm-processor-kwargs`` or
+else ``config.json``; vLLM passes every server kwarg to that constructor, so any other key
+(a pixel bound, ``do_rescale``) makes vLLM fail: the sidecar refuses it at start-up.
+
+Built on the same processor, with the same count: Eagle 2.5 (the tile side is
+``force_image_size`` when set) and Skywork-R1V. NVLM-D (per-tile ``<tile_k>`` tags), H2OVL
+(multi-scale crops that depend on the number of images) and Llama-Nemotron-Nano-VL (its own
+image processor) differ and are not priced by this rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sidecar.vision import ImageTokens
+from sidecar.vision.tiling import Size, TiledDownscale
+
+Grid = tuple[int, int]  # (columns, rows)
+BOUNDARY_TOKENS = 2  # <img> and </img>
+# InternVLChatImageProcessor's arguments: the only kwargs vLLM's processor accepts.
+PROCESSOR_KNOBS = frozenset(
+    {"image_size", "min_dynamic_patch", "max_dynamic_patch", "dynamic_image_size", "use_thumbnail"}
+)
+
+
+def target_ratios(min_num: int, max_num: int) -> list[Grid]:
+    """``get_internvl_target_ratios``: the grids of min..max tiles, in vLLM's order."""
+    ratios = {
+        (i, j)
+        for n in range(min_num, max_num + 1)
+        for i in range(1, n + 1)
+        for j in range(1, n + 1)
+        if min_num <= i * j <= max_num
+    }
+    return sorted(ratios, key=lambda x: x[0] * x[1])
+
+
+def closest_grid(width_px: int, height_px: int, ratios: list[Grid], image_size: int) -> Grid:
+    """``find_closest_aspect_ratio``."""
+    aspect_ratio = width_px / height_px
+    best_ratio_diff = float("inf")
+    best = (1, 1)
+    half_tile_area = 0.5 * image_size * image_size
+    area = width_px * height_px
+    for ratio in ratios:
+        ratio_diff = abs(aspect_ratio - ratio[0] / ratio[1])
+        if ratio_diff < best_ratio_diff:
+            best_ratio_diff, best = ratio_diff, ratio
+        elif ratio_diff == best_ratio_diff and area > half_tile_area * ratio[0] * ratio[1]:
+            best = ratio
+    return best
+
+
+@dataclass(frozen=True, slots=True)
+class InternVLChatRule(TiledDownscale):
+    """``2 + image_seq_length * (grid tiles + thumbnail)``."""
+
+    family: str
+    image_size_px: int
+    min_dynamic_patch: int
+    max_dynamic_patch: int
+    use_thumbnail: bool
+    tokens_per_tile: int
+    wrapper_tokens: int = 0  # the template's "<image>" is replaced
+
+    @classmethod
+    def from_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> InternVLChatRule:
+        """InternVLChatModel, Skywork-R1V: the tile side is ``vision_config.image_size``."""
+        vision = config.get("vision_config") or {}
+        return cls._build(family, config, preprocessor, vision.get("image_size"))
+
+    @classmethod
+    def from_eagle_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> InternVLChatRule:
+        """Eagle 2.5: ``force_image_size`` or else ``vision_config.image_size``."""
+        vision = config.get("vision_config") or {}
+        return cls._build(
+            family, config, preprocessor, config.get("force_image_size") or vision.get("image_size")
+        )
+
+    @classmethod
+    def _build(
+        cls, family: str, config: dict[str, Any], knobs: dict[str, Any], image_size: Any
+    ) -> InternVLChatRule:
+        # vLLM: kwargs.setdefault(knob, config value), then InternVLChatImageProcessor(**kwargs).
+        def value(name: str) -> Any:
+            found = knobs.get(name, config.get(name))
+            if found is None:
+                raise ValueError(f"InternVL chat config has no {name}")
+            return found
+
+        vision = config.get("vision_config") or {}
+        side = int(knobs.get("image_size", image_size) or 0)
+        patch = int(vision.get("patch_size") or 0)
+        if side < 1 or patch < 1:
+            raise ValueError("InternVL chat config has no vision_config image_size/patch_size")
+        tokens_per_tile = int((side // patch) ** 2 * (float(value("downsample_ratio")) ** 2))
+        dynamic = bool(value("dynamic_image_size"))
+        return cls(
+            family,
+            side,
+            int(value("min_dynamic_patch")) if dynamic else 1,
+            int(value("max_dynamic_patch")) if dynamic else 1,
+            bool(value("use_thumbnail")),
+            tokens_per_tile,
+        )
+
+    def tiles(self, width_px: int, height_px: int) -> int:
+        """``calculate_internvl_targets``: the grid's tiles, plus the thumbnail."""
+        ratios = target_ratios(self.min_dynamic_patch, self.max_dynamic_patch)
+        columns, rows = closest_grid(width_px, height_px, ratios, self.image_size_px)
+        blocks = columns * rows
+        return blocks + 1 if self.use_thumbnail and blocks != 1 else blocks
+
+    def image_tokens(self, width_px: int, height_px: int) -> ImageTokens:
+        return ImageTokens(
+            tokens=BOUNDARY_TOKENS + self.tokens_per_tile * self.tiles(width_px, height_px),
+            wrapper_tokens=self.wrapper_tokens,
+        )
+
+    def max_image_tokens(self) -> ImageTokens:
+        most = max(
+            (c * r + 1 if self.use_thumbnail and c * r != 1 else c * r)
+            for c, r in target_ratios(self.min_dynamic_patch, self.max_dynamic_patch)
+        )
+        return ImageTokens(
+            tokens=BOUNDARY_TOKENS + self.tokens_per_tile * most,
+            wrapper_tokens=self.wrapper_tokens,
+        )
+
+    def downscale_candidates(self, width_px: int, height_px: int) -> list[Size]:
+        """The image cut to each grid's shape, at the tile side and at the image's own scale."""
+        candidates: list[Size] = []
+        side = self.image_size_px
+        for columns, rows in target_ratios(self.min_dynamic_patch, self.max_dynamic_patch):
+            largest = min(width_px // columns, height_px // rows)
+            # At one tile's side per cell the tie rule keeps the grid; at the image's scale
+            # the grid is the least distorted one.
+            for scale in {largest, min(largest, side // 2 + 1), min(largest, side)}:
+                if scale >= 1:
+                    candidates.append((columns * scale, rows * scale))
+        return candidates
+
+    def describe(self) -> str:
+        thumbnail = " + thumbnail" if self.use_thumbnail else ""
+        return (
+            f"{self.min_dynamic_patch}-{self.max_dynamic_patch} tiles of {self.image_size_px} px"
+            f"{thumbnail}; tokens = {BOUNDARY_TOKENS} + {self.tokens_per_tile} per tile, up to "
+            f"{self.max_image_tokens().tokens:,}"
+        )

@@ -1,0 +1,166 @@
+"""vLLM 0.33's own multimodal processors, run in-process: the oracle for the new families.
+
+Run with ``.tools/vllm-render/bin/python`` (vLLM 0.33.0 on CPU torch, no GPU, no weights),
+never imported by the sidecar's tests themselves: they write a spec, run this once for every
+family, and read the answers back::
+
+    .tools/vllm-render/bin/python tests/renderer/vllm_processors.py SPEC.json ANSWERS.json
+
+SPEC holds ``{"families": [{"name", "directory", "mm_processor_kwargs", "count", "prompt",
+"sizes", "apply"}]}``. For each family this builds vLLM's processor from the model directory
+as ``vllm serve`` would (``ModelConfig`` + ``MULTIMODAL_REGISTRY.create_processor``), then:
+
+* ``sizes``: the placeholder length vLLM's own counting code gives each (width, height)
+  (``COUNTS[count]``: the processor's placeholder-count function, as vLLM's prompt update
+  calls it, with the HF processor built once), thousands a second;
+* ``apply``: the full ``processor(prompt, image)`` path (HF image processing, prompt
+  updates, placeholder validation) on a blank image of each size: the placeholder's length.
+
+An answer is the length, or ``"error: ..."`` where vLLM raises. A family whose processor
+cannot be built answers ``{"error": ...}``. ANSWERS maps each name to
+``{"counts": [...], "apply": [...], "seconds": float}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from PIL import Image
+
+Count = Callable[[int, int], int]
+
+
+def _gemma4(processor: Any) -> Count:
+    # Gemma4MultiModalProcessor._get_prompt_updates.get_replacement_image, sizes for items.
+    from vllm.model_executor.models import gemma4_mm
+
+    info = processor.info
+    hf = info.get_hf_processor()
+    value, _ = gemma4_mm._get_max_soft_tokens(info.ctx.get_merged_mm_kwargs({}))
+    budget = value if isinstance(value, int) and value in gemma4_mm._SUPPORTED_SOFT_TOKENS else None
+
+    def count(width: int, height: int) -> int:
+        details = info.get_image_repl(
+            image_width=width, image_height=height, processor=hf, max_soft_tokens=budget
+        )
+        return len(details.full)
+
+    return count
+
+
+def _internvl_style(processor: Any) -> Count:
+    # BaseInternVLMultiModalProcessor._get_prompt_repl_image.get_replacement_internvl.
+    info = processor.info
+    hf = info.get_hf_processor()
+
+    def count(width: int, height: int) -> int:
+        features = info.get_num_image_tokens(image_width=width, image_height=height, processor=hf)
+        return len(hf.get_image_repl(None, num_features=features).full)
+
+    return count
+
+
+def _image_repl(processor: Any) -> Count:
+    # Families whose info builds each image's replacement from its size (Gemma 3n).
+    info = processor.info
+    hf = info.get_hf_processor()
+
+    def count(width: int, height: int) -> int:
+        details = info.get_image_repl(image_width=width, image_height=height, processor=hf)
+        return len(details.full)
+
+    return count
+
+
+def _paddleocr_vl(processor: Any) -> Count:
+    # PaddleOCRVLMultiModalProcessor._get_prompt_updates.get_replacement.
+    info = processor.info
+    image_processor = info.get_image_processor()
+
+    def count(width: int, height: int) -> int:
+        return int(
+            info.get_num_image_tokens(
+                image_width=width, image_height=height, image_processor=image_processor,
+                mm_kwargs={},
+            )
+        )  # fmt: skip
+
+    return count
+
+
+COUNTS: dict[str, Callable[[Any], Count]] = {
+    "paddleocr_vl": _paddleocr_vl,
+    "image_repl": _image_repl,
+    "gemma4": _gemma4,
+    "internvl_style": _internvl_style,
+}
+
+
+def _answer(call: Callable[[], int]) -> int | str:
+    try:
+        return call()
+    except Exception as exc:  # vLLM's refusal is the answer
+        return f"error: {type(exc).__name__}: {exc}"[:300]
+
+
+def _applied(processor: Any, prompt: str, width: int, height: int) -> int:
+    items = processor.info.parse_mm_data({"image": [Image.new("RGB", (width, height))]})
+    placeholders = processor(prompt, items)["mm_placeholders"]["image"]
+    return int(placeholders[0].length)
+
+
+def run_family(family: dict[str, Any]) -> dict[str, Any]:
+    from vllm.config import ModelConfig
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+
+    started = time.perf_counter()
+    try:
+        model_config = ModelConfig(
+            model=family["directory"],
+            tokenizer=family["directory"],
+            max_model_len=family.get("max_model_len", 32768),
+            trust_remote_code=family.get("trust_remote_code", True),
+            limit_mm_per_prompt={"image": 4, "video": 0},
+            mm_processor_kwargs=family.get("mm_processor_kwargs") or None,
+        )
+        processor = MULTIMODAL_REGISTRY.create_processor(model_config)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    try:
+        count = COUNTS[family["count"]](processor)
+    except Exception as exc:  # vLLM's processor refuses its own configuration
+        refusal = f"error: {type(exc).__name__}: {exc}"[:300]
+        count = None
+    counts = [
+        refusal if count is None else _answer(lambda w=w, h=h: count(w, h))
+        for w, h in family["sizes"]
+    ]
+    counted = time.perf_counter()
+    applied = [
+        _answer(lambda w=w, h=h: _applied(processor, family["prompt"], w, h))
+        for w, h in family["apply"]
+    ]
+    return {
+        "counts": counts,
+        "apply": applied,
+        "seconds": time.perf_counter() - started,
+        "apply_seconds": time.perf_counter() - counted,
+    }
+
+
+def main(spec_path: str, answers_path: str) -> None:
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # before vLLM is imported
+    with open(spec_path, encoding="utf-8") as spec_file:
+        spec = json.load(spec_file)
+    answers = {family["name"]: run_family(family) for family in spec["families"]}
+    with open(answers_path, "w", encoding="utf-8") as answers_file:
+        json.dump(answers, answers_file)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

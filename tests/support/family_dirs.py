@@ -1,0 +1,459 @@
+"""Model directories for the new families, written offline: public config values and a
+tokenizer holding the family's special tokens.
+
+Neither the checkpoints nor their tokenizers can be downloaded here, so each directory holds
+the checkpoint's public ``config.json`` and processor values (the numbers that reach the
+image arithmetic are the shipped ones; the towers are shrunk, since only the processor runs)
+and a word-level tokenizer whose vocabulary is the family's special tokens and a few words:
+the image placeholders, wrappers and context tokens are single tokens, as in the real ones.
+Shared by the renderer tier (vLLM's processor reads them) and the unit tests.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
+
+WORDS = ("hello", "describe", "the", "image", "please", "\n")
+
+
+def write_tokenizer(
+    directory: Path, special_tokens: Sequence[str], config: Mapping[str, Any]
+) -> dict[str, int]:
+    """``tokenizer.json`` (special tokens first, then ``WORDS``) and ``tokenizer_config.json``;
+    returns the vocabulary."""
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = {token: index for index, token in enumerate([*special_tokens, *WORDS])}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=special_tokens[0]))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.add_special_tokens(list(special_tokens))
+    tokenizer.save(str(directory / "tokenizer.json"))
+    (directory / "tokenizer_config.json").write_text(json.dumps(dict(config)))
+    return vocab
+
+
+def write_json(directory: Path, name: str, value: Mapping[str, Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text(json.dumps(value))
+
+
+# -- Gemma 4 --------------------------------------------------------------------------------
+
+GEMMA4_SPECIAL = (
+    "<unk>", "<pad>", "<eos>", "<bos>", "<|image|>", "<|image>", "<image|>", "<|video|>",
+    "<|audio|>", "<|audio>", "<audio|>",
+)  # fmt: skip
+GEMMA4_PROMPT = "hello <|image|> describe"
+
+
+def gemma4_config(vocab: Mapping[str, int], *, default_output_length: int = 280) -> dict[str, Any]:
+    """google/gemma-4-*-it's config.json: the vision values every size ships (16 px patches
+    pooled 3x3, 280 soft tokens by default); a two-layer text tower."""
+    return {
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "model_type": "gemma4",
+        "boi_token_id": vocab["<|image>"],
+        "eoi_token_id": vocab["<image|>"],
+        "image_token_id": vocab["<|image|>"],
+        "video_token_id": vocab["<|video|>"],
+        "audio_config": None,
+        "torch_dtype": "bfloat16",
+        "text_config": {
+            "model_type": "gemma4_text",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 32,
+            "vocab_size": len(vocab),
+            "layer_types": ["sliding_attention", "full_attention"],
+            "sliding_window": 512,
+            "max_position_embeddings": 131072,
+        },
+        "vision_config": {
+            "model_type": "gemma4_vision",
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "patch_size": 16,
+            "pooling_kernel_size": 3,
+            "default_output_length": default_output_length,
+            "position_embedding_size": 10240,
+        },
+    }
+
+
+def write_gemma4_dir(directory: Path, *, default_output_length: int = 280) -> Path:
+    vocab = write_tokenizer(
+        directory,
+        GEMMA4_SPECIAL,
+        {
+            "tokenizer_class": "GemmaTokenizer",
+            "bos_token": "<bos>",
+            "eos_token": "<eos>",
+            "pad_token": "<pad>",
+            "unk_token": "<unk>",
+            "extra_special_tokens": {
+                "image_token": "<|image|>",
+                "boi_token": "<|image>",
+                "eoi_token": "<image|>",
+                "audio_token": "<|audio|>",
+                "boa_token": "<|audio>",
+                "eoa_token": "<audio|>",
+            },
+        },
+    )
+    write_json(
+        directory, "config.json", gemma4_config(vocab, default_output_length=default_output_length)
+    )
+    write_json(
+        directory,
+        "processor_config.json",
+        {
+            "processor_class": "Gemma4Processor",
+            "image_seq_length": 280,
+            "image_processor": {
+                "image_processor_type": "Gemma4ImageProcessor",
+                "patch_size": 16,
+                "max_soft_tokens": 280,
+                "pooling_kernel_size": 3,
+                "do_rescale": True,
+                "rescale_factor": 1 / 255,
+                "do_normalize": False,
+                "do_convert_rgb": True,
+                "resample": 3,
+            },
+            "feature_extractor": {"feature_extractor_type": "Gemma4AudioFeatureExtractor"},
+            "video_processor": {"video_processor_type": "Gemma4VideoProcessor"},
+        },
+    )
+    return directory
+
+
+# -- Gemma 3n -------------------------------------------------------------------------------
+
+# Gemma's tokenizer spells runs of newlines as single tokens; vLLM's Gemma 3n processor looks
+# them up by name to merge its "\n\n" frame with the text's newlines.
+GEMMA3N_SPECIAL = (
+    "<unk>", "<pad>", "<eos>", "<bos>", "<image_soft_token>", "<start_of_image>",
+    "<end_of_image>", "<audio_soft_token>", "<start_of_audio>", "<end_of_audio>",
+    "\n\n\n\n", "\n\n\n", "\n\n", "\n",
+)  # fmt: skip
+GEMMA3N_PROMPT = "hello <image_soft_token> describe"
+
+
+def write_gemma3n_dir(directory: Path) -> Path:
+    """google/gemma-3n-E4B-it: 768 px SigLIP-style resize, 256 soft tokens per image."""
+    vocab = write_tokenizer(
+        directory,
+        GEMMA3N_SPECIAL,
+        {
+            "tokenizer_class": "GemmaTokenizer",
+            "bos_token": "<bos>",
+            "eos_token": "<eos>",
+            "pad_token": "<pad>",
+            "unk_token": "<unk>",
+            "extra_special_tokens": {
+                "image_token": "<image_soft_token>",
+                "boi_token": "<start_of_image>",
+                "eoi_token": "<end_of_image>",
+                "audio_token": "<audio_soft_token>",
+                "boa_token": "<start_of_audio>",
+                "eoa_token": "<end_of_audio>",
+            },
+        },
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Gemma3nForConditionalGeneration"],
+            "model_type": "gemma3n",
+            "torch_dtype": "bfloat16",
+            "vision_soft_tokens_per_image": 256,
+            "audio_soft_tokens_per_image": 188,
+            "boi_token_id": vocab["<start_of_image>"],
+            "eoi_token_id": vocab["<end_of_image>"],
+            "image_token_id": vocab["<image_soft_token>"],
+            "boa_token_id": vocab["<start_of_audio>"],
+            "eoa_token_id": vocab["<end_of_audio>"],
+            "audio_token_id": vocab["<audio_soft_token>"],
+            "text_config": {
+                "model_type": "gemma3n_text",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 32,
+                "vocab_size": len(vocab),
+                "vocab_size_per_layer_input": len(vocab),
+                "hidden_size_per_layer_input": 8,
+                "layer_types": ["sliding_attention", "full_attention"],
+                "sliding_window": 512,
+                "num_kv_shared_layers": 0,
+                "laurel_rank": 4,
+                "altup_num_inputs": 4,
+                "activation_sparsity_pattern": [0.0, 0.0],
+                "max_position_embeddings": 32768,
+            },
+            "vision_config": {"model_type": "gemma3n_vision", "hidden_size": 64},
+            "audio_config": {"model_type": "gemma3n_audio", "hidden_size": 64},
+        },
+    )
+    write_json(
+        directory,
+        "processor_config.json",
+        {
+            "processor_class": "Gemma3nProcessor",
+            "image_seq_length": 256,
+            "audio_seq_length": 188,
+            "image_processor": {
+                "image_processor_type": "SiglipImageProcessor",
+                "size": {"height": 768, "width": 768},
+                "do_resize": True,
+                "do_rescale": True,
+                "rescale_factor": 1 / 255,
+                "do_normalize": False,
+                "resample": 2,
+            },
+            "feature_extractor": {"feature_extractor_type": "Gemma3nAudioFeatureExtractor"},
+        },
+    )
+    return directory
+
+
+# -- PaddleOCR-VL ---------------------------------------------------------------------------
+
+PADDLE_SPECIAL = (
+    "<unk>", "</s>", "<|IMAGE_PLACEHOLDER|>", "<|IMAGE_START|>", "<|IMAGE_END|>",
+)  # fmt: skip
+PADDLE_PROMPT = "hello <|IMAGE_START|> <|IMAGE_PLACEHOLDER|> <|IMAGE_END|> describe"
+
+
+def write_paddleocr_vl_dir(directory: Path) -> Path:
+    """PaddlePaddle/PaddleOCR-VL: a SigLIP-style tower of 14 px patches merged 2 x 2, images
+    resized into [147,384, 2,822,400] px; a two-layer ERNIE text tower."""
+    vocab = write_tokenizer(
+        directory,
+        PADDLE_SPECIAL,
+        {
+            "tokenizer_class": "LlamaTokenizer",
+            "unk_token": "<unk>",
+            "eos_token": "</s>",
+            "extra_special_tokens": {"image_token": "<|IMAGE_PLACEHOLDER|>"},
+        },
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["PaddleOCRVLForConditionalGeneration"],
+            "model_type": "paddleocr_vl",
+            "torch_dtype": "bfloat16",
+            "image_token_id": vocab["<|IMAGE_PLACEHOLDER|>"],
+            "vision_config": {
+                "model_type": "paddleocr_vl_vision",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+            },
+            "text_config": {
+                "model_type": "paddleocr_vl_text",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 32,
+                "vocab_size": len(vocab),
+                "max_position_embeddings": 131072,
+            },
+        },
+    )
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "image_processor_type": "PaddleOCRVLImageProcessor",
+            "min_pixels": 147384,
+            "max_pixels": 2822400,
+            "patch_size": 14,
+            "merge_size": 2,
+            "temporal_patch_size": 1,
+            "do_rescale": True,
+            "do_normalize": True,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            "resample": 3,
+        },
+    )
+    write_json(directory, "processor_config.json", {"processor_class": "PaddleOCRVLProcessor"})
+    return directory
+
+
+# -- sizes ----------------------------------------------------------------------------------
+
+EXTREME_SIZES = (
+    (1, 1), (2, 1), (1, 2), (3, 900), (900, 3), (1, 16384), (16384, 1), (47, 47), (48, 48),
+    (224, 224), (448, 448), (449, 447), (896, 448), (1000, 1), (1, 1000), (4032, 3024),
+    (3024, 4032), (7680, 4320), (13377, 13377), (89478, 2000), (2000, 89478), (178956, 1000),
+)  # fmt: skip
+
+
+def random_sizes(seed: int, count: int, *, largest_side: int = 16384) -> list[tuple[int, int]]:
+    """``count`` sizes, sides log-uniform over 1..``largest_side`` px, within vLLM's pixel limit."""
+    rng = random.Random(seed)
+    sizes: list[tuple[int, int]] = []
+    while len(sizes) < count:
+        width = round(largest_side ** rng.random())
+        height = round(largest_side ** rng.random())
+        if width * height <= VLLM_MAX_IMAGE_PIXELS:
+            sizes.append((width, height))
+    return sizes
+
+
+# -- InternVL chat format (InternVLChatModel, Eagle 2.5, Skywork-R1V) -----------------------
+
+INTERNVL_SPECIAL = ("<unk>", "<|endoftext|>", "<img>", "</img>", "<IMG_CONTEXT>", "<image>")
+INTERNVL_PROMPT = "hello <image> describe"
+
+# The checkpoints' remote config class, cut to what vLLM's processor reads (their
+# configuration_*.py files ship with the checkpoint and build llm_config from its
+# architectures; every text tower here is Qwen2).
+_CHAT_CONFIG_MODULE = """
+from transformers import PretrainedConfig, Qwen2Config
+
+
+class VisionConfig(PretrainedConfig):
+    model_type = "{vision_model_type}"
+
+    def __init__(self, image_size=448, patch_size=14, **kwargs):
+        super().__init__(**kwargs)
+        self.image_size = image_size
+        self.patch_size = patch_size
+
+
+class ChatConfig(PretrainedConfig):
+    model_type = "{model_type}"
+    is_composition = True
+
+    def __init__(self, vision_config=None, llm_config=None, downsample_ratio=0.5,
+                 force_image_size=None, min_dynamic_patch=1, max_dynamic_patch=6,
+                 dynamic_image_size=False, use_thumbnail=False, template=None,
+                 ps_version="v1", **kwargs):
+        super().__init__(**kwargs)
+        self.vision_config = VisionConfig(**(vision_config or {{}}))
+        self.llm_config = Qwen2Config(**(llm_config or {{}}))
+        self.downsample_ratio = downsample_ratio
+        self.force_image_size = force_image_size
+        self.min_dynamic_patch = min_dynamic_patch
+        self.max_dynamic_patch = max_dynamic_patch
+        self.dynamic_image_size = dynamic_image_size
+        self.use_thumbnail = use_thumbnail
+        self.template = template
+        self.ps_version = ps_version
+
+    def to_dict(self):
+        output = super().to_dict()
+        output["vision_config"] = self.vision_config.to_dict()
+        output["llm_config"] = self.llm_config.to_dict()
+        return output
+"""
+
+
+def internvl_chat_config(
+    vocab: Mapping[str, int],
+    *,
+    architecture: str = "InternVLChatModel",
+    model_type: str = "internvl_chat",
+    vision: Mapping[str, Any] | None = None,
+    **values: Any,
+) -> dict[str, Any]:
+    """OpenGVLab/InternVL3-8B's config.json values (448 px InternViT tiles of 14 px patches,
+    pixel-shuffled by 0.5 to 256 tokens, 1-12 tiles + thumbnail); a two-layer Qwen2 tower.
+    ``values`` override the top-level keys (another checkpoint's)."""
+    return {
+        "architectures": [architecture],
+        "model_type": model_type,
+        "auto_map": {"AutoConfig": "configuration_chat.ChatConfig"},
+        "torch_dtype": "bfloat16",
+        "downsample_ratio": 0.5,
+        "force_image_size": 448,
+        "min_dynamic_patch": 1,
+        "max_dynamic_patch": 12,
+        "dynamic_image_size": True,
+        "use_thumbnail": True,
+        "template": "internvl2_5",
+        "ps_version": "v2",
+        "vision_config": {"image_size": 448, "patch_size": 14, **(vision or {})},
+        "llm_config": {
+            "architectures": ["Qwen2ForCausalLM"],
+            "model_type": "qwen2",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "vocab_size": len(vocab),
+            "max_position_embeddings": 32768,
+            "torch_dtype": "bfloat16",
+        },
+        **values,
+    }
+
+
+def write_internvl_chat_dir(
+    directory: Path,
+    *,
+    architecture: str = "InternVLChatModel",
+    model_type: str = "internvl_chat",
+    vision_model_type: str = "intern_vit_6b",
+    vision: Mapping[str, Any] | None = None,
+    **values: Any,
+) -> Path:
+    vocab = write_tokenizer(
+        directory,
+        INTERNVL_SPECIAL,
+        {"tokenizer_class": "Qwen2Tokenizer", "unk_token": "<unk>", "eos_token": "<|endoftext|>"},
+    )
+    config = internvl_chat_config(
+        vocab, architecture=architecture, model_type=model_type, vision=vision, **values
+    )
+    write_json(directory, "config.json", config)
+    (directory / "configuration_chat.py").write_text(
+        _CHAT_CONFIG_MODULE.format(model_type=model_type, vision_model_type=vision_model_type)
+    )
+    return directory
+
+
+def write_eagle2_5_dir(directory: Path, **values: Any) -> Path:
+    """nvidia/Eagle2.5-8B: a SigLIP tower at 448 px, InternVL's tiler (1-12 + thumbnail)."""
+    return write_internvl_chat_dir(
+        directory,
+        architecture="Eagle2_5_VLForConditionalGeneration",
+        model_type="eagle_2_5_vl",
+        vision_model_type="siglip_vision_model",
+        **values,
+    )
+
+
+def write_skywork_r1v_dir(directory: Path) -> Path:
+    """Skywork/Skywork-R1V-38B: InternViT at 448 px, 1-12 tiles + thumbnail."""
+    return write_internvl_chat_dir(
+        directory, architecture="SkyworkR1VChatModel", model_type="skywork_chat"
+    )

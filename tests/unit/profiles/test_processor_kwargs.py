@@ -1,0 +1,76 @@
+"""SIDECAR_MM_PROCESSOR_KWARGS: vLLM's --mm-processor-kwargs reach the family's count."""
+
+from __future__ import annotations
+
+import pytest
+
+from sidecar.errors import ConfigurationError
+from sidecar.profiles import ProfileOverrides, load_profile
+from sidecar.settings import Settings
+
+QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
+INTERNVL_HF = "OpenGVLab/InternVL3-8B-hf"
+
+
+def kwargs(values: dict[str, object], **pixels: int) -> ProfileOverrides:
+    return ProfileOverrides(mm_processor_kwargs=values, **pixels)  # type: ignore[arg-type]
+
+
+def test_pixel_bounds_in_the_kwargs_are_the_pixel_settings() -> None:
+    through_kwargs = load_profile(QWEN, kwargs({"min_pixels": 200_704, "max_pixels": 1_003_520}))
+    settings = ProfileOverrides(min_pixels=200_704, max_pixels=1_003_520)
+    through_settings = load_profile(QWEN, settings)
+    assert through_kwargs.vision == through_settings.vision
+    assert through_kwargs.vision.max_image_tokens().tokens == 1_280
+
+
+def test_the_same_bound_in_both_places_is_accepted_and_a_different_one_refused() -> None:
+    same = load_profile(QWEN, kwargs({"max_pixels": 1_003_520}, max_pixels=1_003_520))
+    assert same.vision.max_image_tokens().tokens == 1_280
+    with pytest.raises(ConfigurationError, match="SIDECAR_MAX_PIXELS=802816"):
+        load_profile(QWEN, kwargs({"max_pixels": 1_003_520}, max_pixels=802_816))
+
+
+def test_a_family_knob_changes_the_count() -> None:
+    default = load_profile(INTERNVL_HF).vision
+    capped = load_profile(INTERNVL_HF, kwargs({"max_patches": 4})).vision
+    assert default.image_tokens(6000, 500).tokens == 2 + 256 * (12 + 1)
+    assert capped.image_tokens(6000, 500).tokens == 2 + 256 * (4 + 1)
+
+
+def test_knobs_in_the_images_scope_count_and_the_top_level_wins() -> None:
+    scoped = load_profile(INTERNVL_HF, kwargs({"images_kwargs": {"max_patches": 4}})).vision
+    both = kwargs({"images_kwargs": {"max_patches": 4}, "max_patches": 6})
+    assert scoped.image_tokens(6000, 500).tokens == 2 + 256 * 5
+    assert load_profile(INTERNVL_HF, both).vision.image_tokens(6000, 500).tokens == 2 + 256 * 7
+
+
+def test_a_knob_the_family_cannot_price_stops_start_up_naming_it() -> None:
+    with pytest.raises(ConfigurationError, match=r"max_soft_tokens.*knobs it prices: max_pixels"):
+        load_profile(QWEN, kwargs({"max_soft_tokens": 560}))
+
+
+def test_count_neutral_knobs_pass() -> None:
+    profile = load_profile(QWEN, kwargs({"do_rescale": True, "image_mean": [0.5, 0.5, 0.5]}))
+    assert profile.vision == load_profile(QWEN).vision
+
+
+@pytest.mark.parametrize("bad", [0, -3, "1003520", True])
+def test_a_pixel_bound_must_be_a_positive_integer(bad: object) -> None:
+    with pytest.raises(ConfigurationError, match="max_pixels must be a positive integer"):
+        load_profile(QWEN, kwargs({"max_pixels": bad}))
+
+
+def test_the_setting_reads_vllms_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIDECAR_MODEL", INTERNVL_HF)
+    monkeypatch.setenv("SIDECAR_MM_PROCESSOR_KWARGS", '{"max_patches": 4}')
+    settings = Settings()  # type: ignore[call-arg]  # model comes from the environment
+    assert settings.mm_processor_kwargs == {"max_patches": 4}
+    profile = load_profile(settings.model, ProfileOverrides.from_settings(settings))
+    assert profile.vision.max_image_tokens().tokens == 2 + 256 * 5
+
+
+def test_unset_is_no_knob(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIDECAR_MODEL", QWEN)
+    monkeypatch.delenv("SIDECAR_MM_PROCESSOR_KWARGS", raising=False)
+    assert Settings().mm_processor_kwargs == {}  # type: ignore[call-arg]

@@ -145,7 +145,9 @@ class PixelLimited:
         )
 
     def with_pixel_range(self, min_pixels: int | None, max_pixels: int | None) -> PixelLimited:
-        return PixelLimited(self.rule.with_pixel_range(min_pixels, max_pixels))
+        ranged = self.rule.with_pixel_range(min_pixels, max_pixels)
+        # A rule the bounds do not reach stays this very rule, as it would unwrapped.
+        return self if ranged is self.rule else PixelLimited(ranged)
 
     def describe(self) -> str:
         return self.rule.describe()

@@ -54,7 +54,7 @@ from transformers.models.pixtral import image_processing_pil_pixtral as pixtral_
 from sidecar.errors import UnsupportedImageSizeError
 from sidecar.profiles import load_profile
 from sidecar.profiles.builtins import BUILTIN_MODELS
-from sidecar.vision import VisionRule
+from sidecar.vision import VisionRule, family_rule
 from sidecar.vision.glm4v import Glm4vSmartResizeRule
 from sidecar.vision.pixtral import PixtralRule
 from tests.support.oracle_helpers import (
@@ -359,7 +359,7 @@ def test_pixtral_refuses_an_image_whose_short_side_shrinks_to_nothing() -> None:
 
 
 def test_glm4v_prices_an_image_as_two_frames_so_its_bounds_are_halved() -> None:
-    rule = load_profile(GLM4V).vision
+    rule = family_rule(load_profile(GLM4V).vision)
     assert isinstance(rule, Glm4vSmartResizeRule)
     assert rule.max_image_tokens().tokens == 9_633_792 // (2 * 28 * 28) == 6_144
     # A 2,800 x 2,800 image is under longest_edge once, over it twice: GLM shrinks it.
@@ -377,7 +377,7 @@ PIXEL_CAPS = st.none() | st.integers(min_value=1, max_value=20_000_000)
 def _check_downscale(
     family: Family, width: int, height: int, max_tokens: int | None, max_pixels: int | None
 ) -> None:
-    rule = family.rule
+    rule = family_rule(family.rule)  # the family's own type, behind the decode limit
     original = _rule_outcome(rule, (width, height))
     try:
         new_width, new_height = rule.downscale_size(

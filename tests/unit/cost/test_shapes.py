@@ -77,8 +77,8 @@ def test_shapes_structured_decision_reads_its_media_url_lists() -> None:
     assert [item.kind for item in body.media] == ["video"]
 
 
-@pytest.mark.parametrize("role", ["user", "system", "developer", "tool"])
-def test_shapes_null_content_is_refused_except_on_an_assistant_turn(role: str) -> None:
+@pytest.mark.parametrize("role", ["user", "system", "developer", "tool", ["function"], None])
+def test_shapes_null_content_is_refused_except_on_an_assistant_turn(role: Any) -> None:
     with pytest.raises(InvalidRequestError, match="not null"):
         parse(Route.CHAT, messages=[{"role": role, "content": None}])
 

@@ -18,6 +18,7 @@ from sidecar.cost.conversation import ChatTemplateError
 from sidecar.cost.messages_input import from_messages_body
 from sidecar.cost.request_body import RequestBody
 from sidecar.cost.responses_input import from_responses_body
+from sidecar.cost.shapes import is_token_id
 from sidecar.cost.text_tokens import PromptCounter
 from sidecar.routes import BodyShape
 from sidecar.video.qwen import QWEN_VIDEO_PLACEHOLDER_TOKENS
@@ -93,7 +94,7 @@ def _scoring_prompts(counter: PromptCounter, root: Mapping[str, Any], sequences:
     query_tokens = (
         counter.text_tokens(query, add_special_tokens=add_special) if isinstance(query, str) else 0
     )
-    if isinstance(items, list) and items and all(_is_id(v) for v in items):
+    if isinstance(items, list) and items and all(is_token_id(v) for v in items):
         items = [items]  # one item sent as token ids
     if not isinstance(items, list) or len(items) != sequences:
         raise ChatTemplateError("items and sequences disagree")
@@ -108,12 +109,8 @@ def _completion_texts(prompt: Any) -> list[str | None]:
     """The text of each prompt, in the order of ``parsed.sequences`` (None: token ids)."""
     if isinstance(prompt, str):
         return [prompt]
-    if isinstance(prompt, list) and prompt and all(_is_id(v) for v in prompt):
+    if isinstance(prompt, list) and prompt and all(is_token_id(v) for v in prompt):
         return [None]
     if isinstance(prompt, list):
         return [p if isinstance(p, str) else None for p in prompt]
     raise ChatTemplateError("no prompt")
-
-
-def _is_id(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

@@ -197,6 +197,10 @@ def required_list(root: dict[str, Any], key: str) -> list[Any]:
 
 
 def is_token_id(value: Any) -> bool:
+    """What vLLM's request models take as a token id: an integer, or an integral float (their
+    ``int`` fields are lax: 7.0 is 7, 7.5 and true are refused)."""
+    if isinstance(value, float):
+        return value.is_integer()
     return isinstance(value, int) and not isinstance(value, bool)
 
 

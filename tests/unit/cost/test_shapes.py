@@ -101,3 +101,12 @@ def test_shapes_an_assistant_turn_of_tool_calls_alone_is_read() -> None:
         ],
     )
     assert body.sequences[0].messages == 3
+
+
+def test_shapes_token_ids_may_be_integral_floats_as_vllm_reads_them() -> None:
+    # Found by the differential tier: vLLM's lax int fields render [1, 2.0, 3] as three ids
+    # where the sidecar had refused the prompt.
+    body = parse(Route.COMPLETIONS_RENDER, prompt=[14436392764, 3525843303.0, 457.0])
+    assert [s.token_ids for s in body.sequences] == [3]
+    with pytest.raises(InvalidRequestError, match="string or token ids"):
+        parse(Route.COMPLETIONS, prompt=[[1, 2.5]])

@@ -29,7 +29,8 @@ SUPPORTED_PART_TYPES = ("audio_embeds", "audio_url", "image_embeds", "image_pil"
     "input_audio", "input_image", "input_text", "output_text", "prompt_embeds", "refusal", "text",
     "thinking", "tool_reference", "video_embeds", "video_url")  # fmt: skip
 ANTHROPIC_BLOCK_TYPES = ("container_upload", "document", "image", "redacted_thinking", "text",
-    "thinking", "tool_result", "tool_use")  # fmt: skip
+    "thinking", "tool_addition", "tool_reference", "tool_removal", "tool_result",
+    "tool_use")  # fmt: skip
 # vLLM's order of keys for a part without "type" (or with a "uuid").
 _TYPELESS_KEYS = ("image_url", "image_pil", "image_embeds", "audio_embeds", "video_embeds",
     "prompt_embeds", "audio_url", "input_audio", "video_url", "tool_reference")  # fmt: skip
@@ -284,6 +285,10 @@ class RefFinder:
             elif kind == "tool_result":
                 self.messages += 2  # a tool turn (and a user turn for its images)
                 self.anthropic_blocks(block, "content", param)
+            elif kind == "tool_addition":
+                # A deferred tool's definition joins the prompt's tool list (a removal only
+                # shortens it, and a bare tool_reference renders as nothing).
+                self.json_text(block.get("tool"))
             elif kind not in ANTHROPIC_BLOCK_TYPES:
                 raise InvalidRequestError(
                     f"Unsupported content block type: {kind!r}. "

@@ -406,3 +406,15 @@ def test_image_ref_payload_raises_when_the_image_is_not_inline() -> None:
         ImageRef(0, LINK, url=URL).payload(b"")
     with pytest.raises(ValueError, match="cannot be rewritten"):
         ImageRef(0, LINK, url=URL).replacement("image/png", b"AAAA")
+
+
+def test_parse_request_body_reads_the_tool_change_blocks_vllm_takes() -> None:
+    # Found by the differential tier: vLLM 0.33's Anthropic blocks include tool_reference,
+    # tool_addition and tool_removal, which the sidecar had refused.
+    bare = parsed(raw_messages({"type": "tool_reference", "tool_name": "search"}), Route.MESSAGES)
+    assert bare.sequences[0].text_chars == 0  # vLLM renders a bare reference as nothing
+    tool = {"type": "custom", "name": "search", "input_schema": {"type": "object"}}
+    added = parsed(raw_messages({"type": "tool_addition", "tool": tool}), Route.MESSAGES)
+    assert added.sequences[0].text_chars == len(orjson.dumps(tool))  # its definition joins
+    removed = parsed(raw_messages({"type": "tool_removal", "tool": {"name": "s"}}), Route.MESSAGES)
+    assert removed.sequences[0].text_chars == 0

@@ -18,13 +18,13 @@ its processor then fails on; the sidecar refuses it.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from sidecar.errors import UnsupportedImageSizeError
 from sidecar.vision import ImageTokens, NoPixelRange
 from sidecar.vision.qwen import QwenSmartResizeRule
+from sidecar.vision.smart_resize import scale_into_range
 from sidecar.vision.tiling import already_fits
 
 OVIS_MIN_PIXELS = 448 * 448  # transformers_utils/processors/ovis2_5.py MIN_PIXELS
@@ -50,17 +50,10 @@ def ovis_smart_resize(
             height = OVIS_MAX_ASPECT_RATIO * width
         else:
             width = OVIS_MAX_ASPECT_RATIO * height
-    h_bar = round(height / factor) * factor
-    w_bar = round(width / factor) * factor
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt((height * width) / max_pixels)
-        h_bar = math.floor(height / beta / factor) * factor
-        w_bar = math.floor(width / beta / factor) * factor
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        h_bar = math.ceil(height * beta / factor) * factor
-        w_bar = math.ceil(width * beta / factor) * factor
-    return h_bar, w_bar
+    return scale_into_range(
+        1, height, width, temporal_factor=1, factor=factor,
+        min_pixels=min_pixels, max_pixels=max_pixels, keep_one_factor=False,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

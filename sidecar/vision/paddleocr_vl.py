@@ -16,12 +16,11 @@ With ``--trust-remote-code`` vLLM reads the bounds under the remote image proces
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from sidecar.vision.qwen import QwenSmartResizeRule
-from sidecar.vision.smart_resize import MAX_ASPECT_RATIO, refuse_extreme_aspect
+from sidecar.vision.smart_resize import MAX_ASPECT_RATIO, refuse_extreme_aspect, scale_into_range
 
 PADDLE_WRAPPER_TOKENS = 2  # <|IMAGE_START|> and <|IMAGE_END|>
 
@@ -39,17 +38,10 @@ def paddle_smart_resize(
         width = factor
     if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
         refuse_extreme_aspect(height, width, width_px=width_px, height_px=height_px)
-    h_bar = round(height / factor) * factor
-    w_bar = round(width / factor) * factor
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt((height * width) / max_pixels)
-        h_bar = math.floor(height / beta / factor) * factor
-        w_bar = math.floor(width / beta / factor) * factor
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        h_bar = math.ceil(height * beta / factor) * factor
-        w_bar = math.ceil(width * beta / factor) * factor
-    return h_bar, w_bar
+    return scale_into_range(
+        1, height, width, temporal_factor=1, factor=factor,
+        min_pixels=min_pixels, max_pixels=max_pixels, keep_one_factor=False,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

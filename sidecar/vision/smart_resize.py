@@ -11,7 +11,7 @@ transformers keeps one copy of this function per model; they differ only in what
 Both round each side to a multiple of ``factor`` with Python's ``round`` (banker's rounding),
 then rescale into ``[min_pixels, max_pixels]`` keeping the aspect ratio. The one-image form is
 the clip form for one frame, temporal factor 1 and no enlargement: every product and quotient
-below is then the same number, so ``_scale_into_range`` serves both, in transformers'
+below is then the same number, so ``scale_into_range`` serves both, in transformers'
 floating-point order (a one-token difference is a wrong prediction).
 """
 
@@ -29,7 +29,7 @@ def smart_resize(
 ) -> tuple[int, int]:
     """transformers' Qwen2-VL ``smart_resize``: the (height, width) the processor feeds the ViT."""
     refuse_extreme_aspect(height_px, width_px, width_px=width_px, height_px=height_px)
-    return _scale_into_range(
+    return scale_into_range(
         1, height_px, width_px, temporal_factor=1, factor=factor,
         min_pixels=min_pixels, max_pixels=max_pixels,
     )  # fmt: skip
@@ -51,7 +51,7 @@ def clip_smart_resize(
         scale = max(factor / height, factor / width)
         height, width = int(height * scale), int(width * scale)
     refuse_extreme_aspect(height, width, width_px=width_px, height_px=height_px)
-    return _scale_into_range(
+    return scale_into_range(
         num_frames, height, width, temporal_factor=temporal_factor, factor=factor,
         min_pixels=min_pixels, max_pixels=max_pixels,
     )  # fmt: skip
@@ -70,7 +70,7 @@ def refuse_extreme_aspect(height: int, width: int, *, width_px: int, height_px: 
         )
 
 
-def _scale_into_range(
+def scale_into_range(
     num_frames: int,
     height: int,
     width: int,
@@ -79,15 +79,19 @@ def _scale_into_range(
     factor: int,
     min_pixels: int,
     max_pixels: int,
+    keep_one_factor: bool = True,
 ) -> tuple[int, int]:
-    """The common tail of every ``smart_resize``: round to ``factor``, then fit the bounds."""
+    """The common tail of every ``smart_resize``: round to ``factor``, then fit the bounds.
+    ``keep_one_factor``: a side shrunk under ``max_pixels`` stays at least ``factor``, as
+    transformers' versions do; vLLM's own copies (PaddleOCR-VL, Ovis 2.5) let it reach 0."""
     h_bar = round(height / factor) * factor
     w_bar = round(width / factor) * factor
     t_bar = round(num_frames / temporal_factor) * temporal_factor
     if t_bar * h_bar * w_bar > max_pixels:
         beta = math.sqrt((num_frames * height * width) / max_pixels)
-        h_bar = max(factor, math.floor(height / beta / factor) * factor)
-        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+        floor = factor if keep_one_factor else 0
+        h_bar = max(floor, math.floor(height / beta / factor) * factor)
+        w_bar = max(floor, math.floor(width / beta / factor) * factor)
     elif t_bar * h_bar * w_bar < min_pixels:
         beta = math.sqrt(min_pixels / (num_frames * height * width))
         h_bar = math.ceil(height * beta / factor) * factor

@@ -40,6 +40,11 @@ HOP_BY_HOP_HEADERS = frozenset(
 
 ChunkObserver = Callable[[bytes], None]
 COALESCE_LIMIT_BYTES = 1 << 16
+# The first try and one more on a fresh connection (see ``_send``).
+STALE_CONNECTION_ATTEMPTS = 2
+# An idle pooled connection is dropped before vLLM's server drops it (its
+# VLLM_HTTP_TIMEOUT_KEEP_ALIVE default), so few are ever found dead.
+UPSTREAM_IDLE_CONNECTION_SECONDS = 4.0
 
 
 class ChunkFilter(Protocol):
@@ -131,24 +136,18 @@ def make_session(
         timeout=aiohttp.ClientTimeout(
             total=None, connect=connect_timeout_seconds, sock_read=read_timeout_seconds
         ),
-        connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=60),
+        connector=aiohttp.TCPConnector(
+            limit=0, ttl_dns_cache=60, keepalive_timeout=UPSTREAM_IDLE_CONNECTION_SECONDS
+        ),
         skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
     )
 
 
 async def relay(request: web.Request, session: aiohttp.ClientSession, forward: Forward) -> Relayed:
     """Send to vLLM and stream its answer back; raises UpstreamError before the first byte."""
-    headers = forward.headers
-    data: bytes | AsyncIterator[bytes | memoryview] | AsyncIterator[bytes] | None = forward.body
-    if isinstance(forward.body, bytes) and len(forward.body) > COALESCE_LIMIT_BYTES:
-        headers = CIMultiDict(headers)
-        headers["Content-Length"] = str(len(forward.body))
-        data = _in_two_writes(forward.body)
     sent_at = time.perf_counter()
     try:
-        upstream = await session.request(
-            request.method, forward.url, data=data, headers=headers, allow_redirects=False
-        )
+        upstream = await _send(session, request.method, forward)
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
         raise UpstreamTimeoutError(f"vLLM did not answer in time: {exc!s}") from exc
     except aiohttp.ClientError as exc:
@@ -183,6 +182,38 @@ async def relay(request: web.Request, session: aiohttp.ClientSession, forward: F
         error=error,
     )
     return Relayed(response, outcome)
+
+
+async def _send(
+    session: aiohttp.ClientSession, method: str, forward: Forward
+) -> aiohttp.ClientResponse:
+    """vLLM's answer head, trying once more on a fresh connection if a pooled one was dead.
+
+    vLLM's server closes an idle keep-alive connection after a few seconds, and one that
+    closes as we pick it from the pool fails the write, or ends before any answer, although
+    vLLM is healthy and never read the request (aiohttp retries that itself only for
+    idempotent methods). A body the sidecar holds whole can be sent again; one streamed from
+    the client cannot, and a refused connection means vLLM is down, so neither is retried.
+    """
+    replayable = forward.body is None or isinstance(forward.body, bytes)
+    for attempt in range(STALE_CONNECTION_ATTEMPTS):
+        headers = forward.headers
+        data: bytes | AsyncIterator[bytes | memoryview] | AsyncIterator[bytes] | None
+        data = forward.body
+        if isinstance(forward.body, bytes) and len(forward.body) > COALESCE_LIMIT_BYTES:
+            headers = CIMultiDict(headers)
+            headers["Content-Length"] = str(len(forward.body))
+            data = _in_two_writes(forward.body)
+        try:
+            return await session.request(
+                method, forward.url, data=data, headers=headers, allow_redirects=False
+            )
+        except aiohttp.ClientConnectorError:
+            raise
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            if not replayable or attempt + 1 == STALE_CONNECTION_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _hide_origin(headers: CIMultiDict[str], origin: str) -> None:

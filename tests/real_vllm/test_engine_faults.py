@@ -15,6 +15,7 @@ module, in this order, each test leaving the state the next one starts from:
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -141,12 +142,17 @@ def _chat(model: str, *, stream: bool = False, max_tokens: int = 8) -> dict[str,
 def _open_stream(stack: FaultStack, max_tokens: int) -> tuple[http.client.HTTPConnection, Any]:
     """A chat stream through the sidecar, its first event already read."""
     connection = http.client.HTTPConnection("127.0.0.1", stack.sidecar.port, timeout=60)
-    body = json.dumps(_chat(stack.model, stream=True, max_tokens=max_tokens))
-    connection.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
-    reply = connection.getresponse()
-    assert reply.status == 200, reply.read()[:300]
-    first = reply.readline()
-    assert first.startswith(b"data: "), first
+    try:
+        body = json.dumps(_chat(stack.model, stream=True, max_tokens=max_tokens))
+        headers = {"content-type": "application/json"}
+        connection.request("POST", "/v1/chat/completions", body, headers)
+        reply = connection.getresponse()
+        assert reply.status == 200, reply.read()[:300]
+        first = reply.readline()
+        assert first.startswith(b"data: "), first
+    except BaseException:
+        connection.close()
+        raise
     return connection, reply
 
 
@@ -178,20 +184,23 @@ def test_frozen_engine_is_a_504_after_the_read_timeout_and_recovers(faults: Faul
 def test_engine_killed_mid_stream_ends_streams_and_releases_everything(
     faults: FaultStack,
 ) -> None:
-    streams = [_open_stream(faults, max_tokens=4000) for _ in range(3)]
-    assert faults.gauge("vlm_sidecar_inflight_requests") == 3
-    assert faults.gauge("vlm_sidecar_inflight_kv_bytes") > 0
-    faults.signal_engine(signal.SIGKILL)
-    assert faults.engine.process is not None
-    faults.engine.process.wait(30)
-    for connection, reply in streams:
-        # The rest of each stream: vLLM's events so far, then either the end or an error event.
-        rest = reply.read()
-        connection.close()
-        events = [line for line in rest.split(b"\n") if line.startswith(b"data: ")]
-        assert events, "the stream ended without a last event"
-        last = events[-1]
-        assert last == b"data: [DONE]" or b'"error"' in last, last[:300]
+    with contextlib.ExitStack() as open_streams:
+        replies = []
+        for _ in range(3):
+            connection, reply = _open_stream(faults, max_tokens=4000)
+            open_streams.callback(connection.close)
+            replies.append(reply)
+        assert faults.gauge("vlm_sidecar_inflight_requests") == 3
+        assert faults.gauge("vlm_sidecar_inflight_kv_bytes") > 0
+        faults.signal_engine(signal.SIGKILL)
+        assert faults.engine.process is not None
+        faults.engine.process.wait(30)
+        for reply in replies:
+            # The rest of each stream: vLLM's events so far, then the end or an error event.
+            events = [line for line in reply.read().split(b"\n") if line.startswith(b"data: ")]
+            assert events, "the stream ended without a last event"
+            last = events[-1]
+            assert last == b"data: [DONE]" or b'"error"' in last, last[:300]
     _until(lambda: faults.gauge("vlm_sidecar_inflight_requests") == 0, "streams released")
     assert faults.gauge("vlm_sidecar_inflight_kv_bytes") == 0
     status, readiness = faults.readyz()

@@ -25,6 +25,7 @@ from sidecar.serve.relay import (
     forwardable_headers,
     make_session,
     relay,
+    stream_request_body,
 )
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -56,7 +57,10 @@ class Front:
 
 
 @asynccontextmanager
-async def front(upstream: str, **options: object) -> AsyncIterator[Front]:
+async def front(
+    upstream: str, *, streamed: bool = False, **options: object
+) -> AsyncIterator[Front]:
+    """The relay, each client body read whole first, or passed on as it arrives if ``streamed``."""
     state = Front(upstream)
     session = make_session(connect_timeout_seconds=2, read_timeout_seconds=2)
 
@@ -65,7 +69,7 @@ async def front(upstream: str, **options: object) -> AsyncIterator[Front]:
             url=Upstream(upstream, connect_timeout_seconds=2, read_timeout_seconds=2).url(
                 request.path_qs
             ),
-            body=await request.read(),
+            body=stream_request_body(request) if streamed else await request.read(),
             headers=forwardable_headers(request.headers),
             response_headers={"x-relayed": "yes"},
             **options,  # type: ignore[arg-type]
@@ -225,6 +229,106 @@ async def test_relay_raises_upstream_error_when_vllm_cannot_be_reached(
     async with front(gone) as relaying:
         status, _, _ = await answer(client, "POST", relaying.origin + "/v1/chat/completions")
     assert status == 502
+    (error,) = relaying.errors
+    assert "unreachable" in error.message
+
+
+@dataclass
+class DroppingUpstream:
+    """What a raw keep-alive HTTP/1.1 upstream read: every request body, in arrival order."""
+
+    origin: str = ""
+    read: list[bytes] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def dropping_upstream(drop: Callable[[int, int], bool]) -> AsyncIterator[DroppingUpstream]:
+    """An upstream that echoes each body on a kept-alive connection, except that it closes the
+    connection unanswered where ``drop(connection_index, request_index_on_it)``: what a server
+    closing an idle connection as the next request arrives looks like to the client."""
+    state = DroppingUpstream()
+    connections = 0
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connection, connections = connections, connections + 1
+        try:
+            for request_index in range(1000):
+                body = await _read_request_body(reader)
+                state.read.append(body)
+                if drop(connection, request_index):
+                    return
+                head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body)
+                writer.write(head + body)
+                await writer.drain()
+        except asyncio.IncompleteReadError:
+            pass  # the client closed the connection
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    state.origin = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    async with server:
+        yield state
+
+
+async def _read_request_body(reader: asyncio.StreamReader) -> bytes:
+    """One request's body, sent with a Content-Length or chunked."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    fields = dict(line.lower().split(b":", 1) for line in head.split(b"\r\n")[1:] if b":" in line)
+    if b"content-length" in fields:
+        return await reader.readexactly(int(fields[b"content-length"]))
+    body = b""
+    while size := int((await reader.readuntil(b"\r\n")).strip(), 16):
+        body += await reader.readexactly(size)
+        await reader.readexactly(2)
+    await reader.readexactly(2)
+    return body
+
+
+def _second_request_on_the_first_connection(connection: int, request_index: int) -> bool:
+    return (connection, request_index) == (0, 1)
+
+
+@pytest.mark.parametrize("size", [10, 200_000], ids=["small", "past-two-writes"])
+async def test_relay_sends_again_on_a_fresh_connection_when_a_pooled_one_was_dead(
+    client: aiohttp.ClientSession, size: int
+) -> None:
+    first, second = b"a" * size, b"b" * size
+    async with (
+        dropping_upstream(_second_request_on_the_first_connection) as upstream,
+        front(upstream.origin) as relaying,
+    ):
+        answers = [
+            await answer(client, "POST", relaying.origin + "/v1/completions", body)
+            for body in (first, second)
+        ]
+    assert [(status, body) for status, _, body in answers] == [(200, first), (200, second)]
+    assert upstream.read == [first, second, second]  # the dropped try, then the one answered
+    assert relaying.errors == []
+
+
+async def test_relay_never_sends_a_streamed_body_twice(client: aiohttp.ClientSession) -> None:
+    async with (
+        dropping_upstream(_second_request_on_the_first_connection) as upstream,
+        front(upstream.origin, streamed=True) as relaying,
+    ):
+        statuses = [
+            (await answer(client, "POST", relaying.origin + "/v1/x", body))[0]
+            for body in (b"one", b"two")
+        ]
+    assert statuses == [200, 502]
+    assert upstream.read == [b"one", b"two"]
+
+
+async def test_relay_tries_a_dropping_upstream_only_twice(client: aiohttp.ClientSession) -> None:
+    async with (
+        dropping_upstream(lambda connection, request_index: True) as upstream,
+        front(upstream.origin) as relaying,
+    ):
+        status, _, _ = await answer(client, "POST", relaying.origin + "/v1/x", b"once")
+    assert status == 502
+    assert upstream.read == [b"once", b"once"]
     (error,) = relaying.errors
     assert "unreachable" in error.message
 

@@ -31,12 +31,16 @@ vLLM's), so this process raises its soft ``RLIMIT_NOFILE`` to the hard limit (an
 limit too where it may) before starting the servers, which inherit it; with too few it says
 so and opens as many streams as fit.
 
-Targets (ratios or bounds that hold on a loaded 2-core VM): every stream completes without
-error; the sidecar's RSS per open stream at most ``TARGET_RSS_PER_STREAM_KIB``; ``/healthz``
-p99 while all are open at most ``TARGET_OPEN_LAG_P99_MS`` above the idle p99; per waiter,
-memory at most ``TARGET_WAITER_MEMORY_RATIO`` times the baseline's, enqueue and grant at
-most ``TARGET_WAITER_CPU_RATIO`` times the baseline's, for both queues; nothing left in the
-ledger. Prints markdown; exits 1 when a target is missed.
+Targets (ratios or bounds that hold on a loaded 2-core VM, about twice what it measures): every
+stream completes without error; the sidecar's RSS per open stream at most
+``TARGET_RSS_PER_STREAM_KIB``; ``/healthz`` p99 while all are open at most
+``TARGET_OPEN_LAG_P99_MS`` above the idle p99; per waiter, for both queues, memory at most
+``TARGET_WAITER_MEMORY_RATIO`` times the baseline's, enqueue at most ``TARGET_ENQUEUE_RATIO``
+and grant at most ``TARGET_GRANT_RATIO`` times (a scan over the waiters would be thousands of
+times); nothing left in the ledger and under a byte per waiter left in memory once it is
+dropped. While the streams open, the lag is printed, not held to a target: the sidecar's
+heap grows by every stream's objects, and Python's full collections over it stall the loop
+for as long as they take. Prints markdown; exits 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -72,12 +76,12 @@ STREAMS = 10_000
 WAITERS = 10_000
 OPENING_AT_ONCE = 256  # connections being opened at a time: below the listen backlog
 DESCRIPTORS_PER_STREAM_IN_SIDECAR = 2  # the client's connection and vLLM's
-DESCRIPTOR_MARGIN = 512  # listeners, pipes, the interpreter's own files
+DESCRIPTOR_MARGIN = 256  # listeners, pipes, the interpreter's own files
 LAG_SECONDS = 2.0
 RUNS = 5
 MIB = 1 << 20
-TARGET_RSS_PER_STREAM_KIB = 128.0
-TARGET_OPEN_LAG_P99_MS = 25.0
+TARGET_RSS_PER_STREAM_KIB = 64.0
+TARGET_OPEN_LAG_P99_MS = 10.0
 TARGET_WAITER_MEMORY_RATIO = 4.0
 TARGET_ENQUEUE_RATIO = 8.0
 TARGET_GRANT_RATIO = 25.0

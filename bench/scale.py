@@ -14,7 +14,7 @@
     with ``[DONE]``, none with an error, and the sidecar's in-flight gauge is back at 0.
 
 (b) **Waiting for KV budget**, in this process: the ``KvLedger`` is the unit that queues,
-    and the memory and CPU of a waiting HTTP request beyond its connection are its own.
+    so its own cost per waiter can be set beside a baseline's (a whole sidecar's is (c)).
     One reservation holds the budget; ``--waiters`` tasks then call ``acquire`` and wait.
     Measured per waiter: memory (``tracemalloc``, the task, its coroutine and the ledger's
     entry), the cost to enqueue (create the task and run it up to its wait), and the cost
@@ -26,15 +26,25 @@
     the ledger must end with nothing in flight and nobody waiting, and the memory must come
     back.
 
+(c) **Waiting in a sidecar**: the same as a whole process. A second sidecar before the same
+    stand-in has a budget that fits one stream (as (a)'s sidecar priced it) and a queue
+    that takes every waiter; one held stream takes the budget, then ``--waiters`` streams
+    arrive (256 at a time, each batch once the sidecar counts it waiting) and wait in its
+    FIFO queue. Measured: its RSS per waiting request (the connection, the handler, the
+    priced body and the ledger's waiter), ``/healthz`` with all waiting, and, once the
+    held stream is let go, that every waiter is granted in turn and ends with ``[DONE]``,
+    leaving the queue and the in-flight gauge at 0.
+
 The client side needs a descriptor per stream and the sidecar two (its client's and
 vLLM's), so this process raises its soft ``RLIMIT_NOFILE`` to the hard limit (and the hard
 limit too where it may) before starting the servers, which inherit it; with too few it says
 so and opens as many streams as fit.
 
-Targets (ratios or bounds that hold on a loaded 2-core VM, about twice what it measures): every
-stream completes without error; the sidecar's RSS per open stream at most
-``TARGET_RSS_PER_STREAM_KIB``; ``/healthz`` p99 while all are open at most
-``TARGET_OPEN_LAG_P99_MS`` above the idle p99; per waiter, for both queues, memory at most
+Targets (ratios or bounds that hold on a loaded 2-core VM, with room above what it measures): every
+stream and every waiter completes without error; the sidecar's RSS per open stream at most
+``TARGET_RSS_PER_STREAM_KIB`` and per waiting request at most ``TARGET_RSS_PER_WAITER_KIB``;
+``/healthz`` p99 while all are open, or all wait, at most ``TARGET_OPEN_LAG_P99_MS`` above
+the p99 before; per waiter, for both queues, memory at most
 ``TARGET_WAITER_MEMORY_RATIO`` times the baseline's, enqueue at most ``TARGET_ENQUEUE_RATIO``
 and grant at most ``TARGET_GRANT_RATIO`` times (a scan over the waiters would be thousands of
 times); nothing left in the ledger and under a byte per waiter left in memory once it is
@@ -77,11 +87,13 @@ WAITERS = 10_000
 OPENING_AT_ONCE = 256  # connections being opened at a time: below the listen backlog
 DESCRIPTORS_PER_STREAM_IN_SIDECAR = 2  # the client's connection and vLLM's
 DESCRIPTOR_MARGIN = 256  # listeners, pipes, the interpreter's own files
-LAG_SECONDS = 2.0
-RUNS = 5
+LAG_SECONDS = 1.5
+KV_BYTES_HEADER = "x-vlm-sidecar-kv-bytes"
+RUNS = 3
 MIB = 1 << 20
 TARGET_RSS_PER_STREAM_KIB = 64.0
 TARGET_OPEN_LAG_P99_MS = 10.0
+TARGET_RSS_PER_WAITER_KIB = 64.0
 TARGET_WAITER_MEMORY_RATIO = 4.0
 TARGET_ENQUEUE_RATIO = 8.0
 TARGET_GRANT_RATIO = 25.0
@@ -128,9 +140,9 @@ async def _serve_holding_standin(conn: Connection) -> None:
     async with run_standin(config, host=HOST) as standin:
         standin.hold_streams()
         conn.send(standin.port)
-        while await loop.run_in_executor(None, conn.recv) == "release":
-            standin.release_streams()
-            conn.send("released")
+        while (message := await loop.run_in_executor(None, conn.recv)) in ("hold", "release"):
+            (standin.hold_streams if message == "hold" else standin.release_streams)()
+            conn.send(message)
 
 
 def start_holding_standin() -> tuple[multiprocessing.process.BaseProcess, Connection]:
@@ -215,18 +227,24 @@ class StreamFigures:
     completed: int
     errors: list[str]
     inflight_after: float
+    kv_bytes_per_stream: int
 
 
 class Streams:
     """``count`` SSE streams, each counted open at its first event and done at ``[DONE]``."""
 
-    def __init__(self, session: aiohttp.ClientSession, url: str, count: int) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession, url: str, count: int, paced: bool = True
+    ) -> None:
+        """``paced``: at most ``OPENING_AT_ONCE`` waiting for their answer's headers at a time
+        (requests queued by the sidecar get none until granted: the caller paces those)."""
         self.session, self.url, self.count = session, url, count
         self.opened = 0
         self.all_open = asyncio.Event()
         self.errors: list[str] = []
         self.completed = 0
-        self._opening = asyncio.Semaphore(OPENING_AT_ONCE)
+        self.kv_bytes = 0  # the sidecar's prediction for one stream, from its answer
+        self._opening = asyncio.Semaphore(OPENING_AT_ONCE if paced else count)
         self._body = orjson.dumps(
             {
                 "model": QWEN,
@@ -252,6 +270,7 @@ class Streams:
                     raise RuntimeError(
                         f"status {response.status}: {(await response.read())[:200]!r}"
                     )
+                self.kv_bytes = int(response.headers.get(KV_BYTES_HEADER, 0))
                 await response.content.readuntil(b"\n\n")  # the first event: open
             opened = True
             self._counted_open()
@@ -266,11 +285,14 @@ class Streams:
                 self._counted_open()  # so the run does not wait for it
 
 
-async def inflight_gauge(session: aiohttp.ClientSession, metrics_port: int) -> float:
+async def gauge(session: aiohttp.ClientSession, metrics_port: int, name: str) -> float:
+    """The sidecar's ``vlm_sidecar_<name>``, summed over its labels."""
     async with session.get(f"http://{HOST}:{metrics_port}/metrics") as reply:
         text = await reply.text()
-    name = PREFIX + "inflight_requests{"
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+    prefix = PREFIX + name + "{"
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix)
+    )
 
 
 async def measure_streams(
@@ -305,7 +327,7 @@ async def measure_streams(
         await asyncio.gather(*tasks, warm_task)
         drain_seconds = time.perf_counter() - started
         await asyncio.sleep(0.2)  # the sidecar's handlers finish their records
-        inflight_after = await inflight_gauge(probe, metrics_port)
+        inflight_after = await gauge(probe, metrics_port, "inflight_requests")
         rss_after = rss_bytes(sidecar_pid)
     return StreamFigures(
         streams=count,
@@ -320,25 +342,124 @@ async def measure_streams(
         completed=streams.completed,
         errors=warm.errors + streams.errors,
         inflight_after=inflight_after,
+        kv_bytes_per_stream=warm.kv_bytes,
     )
 
 
-def run_streams(count: int) -> StreamFigures:
-    children = [start_holding_standin()]
+@dataclass
+class WaitingFigures:
+    waiters: int
+    rss_idle: int
+    rss_waiting: int
+    enqueue_seconds: float
+    drain_seconds: float
+    lag_idle: list[float]
+    lag_waiting: list[float]
+    completed: int
+    errors: list[str]
+    queue_depth_after: float
+    inflight_after: float
+
+
+async def until_queued(session: aiohttp.ClientSession, metrics_port: int, depth: int) -> None:
+    deadline = time.perf_counter() + 60
+    while await gauge(session, metrics_port, "queue_depth") < depth:
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"fewer than {depth} requests came to wait in the sidecar")
+        await asyncio.sleep(0.01)
+
+
+async def measure_waiting(
+    sidecar_pid: int, port: int, metrics_port: int, standin: Connection, count: int
+) -> WaitingFigures:
+    """One held stream holds the whole budget; ``count`` more streams arrive and queue."""
+    healthz = f"http://{HOST}:{metrics_port}/healthz"
+    chat = f"http://{HOST}:{port}/v1/chat/completions"
+    loop = asyncio.get_running_loop()
+    sampler = LagSampler(healthz)
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session,
+        aiohttp.ClientSession() as probe,
+    ):
+        await loop.run_in_executor(None, standin.send, "hold")
+        await loop.run_in_executor(None, standin.recv)
+        holder = Streams(session, chat, 1)
+        holder_task = asyncio.ensure_future(holder.one())
+        await asyncio.wait_for(holder.all_open.wait(), 30)
+        lag_idle = await sampler.during(asyncio.sleep(LAG_SECONDS))
+        rss_idle = rss_bytes(sidecar_pid)
+
+        waiting = Streams(session, chat, count, paced=False)
+        started = time.perf_counter()
+        tasks: list[asyncio.Future[None]] = []
+        while len(tasks) < count:  # paced by the sidecar's own count of waiters
+            batch = min(OPENING_AT_ONCE, count - len(tasks))
+            tasks += [asyncio.ensure_future(waiting.one()) for _ in range(batch)]
+            await until_queued(probe, metrics_port, len(tasks))
+        enqueue_seconds = time.perf_counter() - started
+        lag_waiting = await sampler.during(asyncio.sleep(LAG_SECONDS))
+        rss_waiting = rss_bytes(sidecar_pid)
+        sampler.close()
+
+        started = time.perf_counter()
+        await loop.run_in_executor(None, standin.send, "release")
+        await loop.run_in_executor(None, standin.recv)
+        await asyncio.gather(*tasks, holder_task)
+        drain_seconds = time.perf_counter() - started
+        await asyncio.sleep(0.2)  # the sidecar's handlers finish their records
+        depth_after = await gauge(probe, metrics_port, "queue_depth")
+        inflight_after = await gauge(probe, metrics_port, "inflight_requests")
+    return WaitingFigures(
+        waiters=count,
+        rss_idle=rss_idle,
+        rss_waiting=rss_waiting,
+        enqueue_seconds=enqueue_seconds,
+        drain_seconds=drain_seconds,
+        lag_idle=lag_idle,
+        lag_waiting=lag_waiting,
+        completed=waiting.completed,
+        errors=holder.errors + waiting.errors,
+        queue_depth_after=depth_after,
+        inflight_after=inflight_after,
+    )
+
+
+def run_servers(streams: int, waiters: int) -> tuple[StreamFigures, WaitingFigures]:
+    """(a) through a sidecar without a budget, then (c) through one whose budget fits one
+    stream (as (a) priced it) and whose queue takes every waiter, both before one stand-in."""
+    standin, standin_conn = start_holding_standin()
+    sidecars: list[tuple[multiprocessing.process.BaseProcess, Connection]] = []
+
+    def sidecar(overrides: dict[str, object]) -> tuple[int, int, int]:
+        sidecars.append(start(f"http://{HOST}:{standin_port}", overrides))
+        child, conn = sidecars[-1]
+        port, metrics_port = conn.recv()
+        assert child.pid is not None
+        return child.pid, port, metrics_port
+
+    def stop(child: multiprocessing.process.BaseProcess, conn: Connection) -> None:
+        with contextlib.suppress(OSError):
+            conn.send("stop")
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+
     try:
-        standin_port = children[0][1].recv()
-        children.append(start(f"http://{HOST}:{standin_port}"))
-        port, metrics_port = children[1][1].recv()
-        sidecar_pid = children[1][0].pid
-        assert sidecar_pid is not None
-        return uvloop.run(measure_streams(sidecar_pid, port, metrics_port, children[0][1], count))
+        standin_port = standin_conn.recv()
+        streamed = uvloop.run(measure_streams(*sidecar({}), standin_conn, streams))
+        stop(*sidecars.pop())
+        one_stream = streamed.kv_bytes_per_stream
+        assert one_stream > 0, "the sidecar priced no KV for a stream"
+        budget: dict[str, object] = {
+            "kv_budget_bytes": one_stream + one_stream // 2,  # one fits, two do not
+            "max_queue_depth": waiters + 1,
+            "queue_timeout_seconds": 600,
+        }
+        queued = uvloop.run(measure_waiting(*sidecar(budget), standin_conn, waiters))
+        return streamed, queued
     finally:
-        for child, conn in children:
-            with contextlib.suppress(OSError):
-                conn.send("stop")
-            child.join(10)
-            if child.is_alive():
-                child.kill()
+        for child, conn in [*sidecars, (standin, standin_conn)]:
+            stop(child, conn)
 
 
 # --- (b) waiting for KV budget -----------------------------------------------------------------
@@ -590,6 +711,69 @@ def report_streams(figures: StreamFigures, asked: int, note: str) -> list[Check]
     ]
 
 
+def report_waiting(figures: WaitingFigures) -> list[Check]:
+    count = figures.waiters
+    per_waiter_kib = (figures.rss_waiting - figures.rss_idle) / count / 1024
+    print(f"## (c) {count:,} streams waiting for KV budget in one sidecar\n")
+    print("| measured | value |")
+    print("|---|---:|")
+    print(f"| sidecar RSS, one stream holding the budget | {figures.rss_idle / MIB:,.1f} MiB |")
+    print(f"| sidecar RSS, {count:,} more waiting | {figures.rss_waiting / MIB:,.1f} MiB |")
+    print(f"| sidecar RSS per waiting request | {per_waiter_kib:,.1f} KiB |")
+    print(f"| time for all to arrive and queue | {figures.enqueue_seconds:.1f} s |")
+    print(
+        f"| time to serve them all, one at a time, once released | {figures.drain_seconds:.1f} s "
+        f"({figures.drain_seconds / count * 1e3:.2f} ms each) |"
+    )
+    print(f"| streams ended with [DONE] | {figures.completed:,} of {count:,} |")
+    print(f"| errors | {len(figures.errors):,} |")
+    print(
+        f"| queue depth, in flight after | {figures.queue_depth_after:g}, "
+        f"{figures.inflight_after:g} |\n"
+    )
+    print("| `/healthz` on the metrics port | p50 ms | p99 ms | max ms | samples |")
+    print("|---|---:|---:|---:|---:|")
+    for label, samples in (
+        ("one stream holding the budget", figures.lag_idle),
+        (f"{count:,} waiting", figures.lag_waiting),
+    ):
+        print(
+            f"| {label} | {statistics.median(samples):.2f} | {percentile(samples, 0.99):.2f} "
+            f"| {max(samples):.2f} | {len(samples):,} |"
+        )
+    print()
+    for error in figures.errors[:5]:
+        print(f"    {error}", file=sys.stderr)
+    added_p99 = percentile(figures.lag_waiting, 0.99) - percentile(figures.lag_idle, 0.99)
+    clean = (
+        figures.completed == count
+        and not figures.errors
+        and figures.queue_depth_after == 0
+        and figures.inflight_after == 0
+    )
+    return [
+        Check(
+            "(c) every waiter served, ends with [DONE], queue and ledger empty after",
+            f"{figures.completed:,} ok, {len(figures.errors):,} errors, "
+            f"{figures.queue_depth_after:g} waiting, {figures.inflight_after:g} in flight",
+            f"{count:,} ok, 0, 0, 0",
+            clean,
+        ),
+        Check(
+            "(c) sidecar RSS per waiting request",
+            f"{per_waiter_kib:.1f} KiB",
+            f"<= {TARGET_RSS_PER_WAITER_KIB:g} KiB",
+            per_waiter_kib <= TARGET_RSS_PER_WAITER_KIB,
+        ),
+        Check(
+            "(c) `/healthz` p99 with all waiting, above the p99 before",
+            f"{added_p99:+.2f} ms",
+            f"<= {TARGET_OPEN_LAG_P99_MS:g} ms",
+            added_p99 <= TARGET_OPEN_LAG_P99_MS,
+        ),
+    ]
+
+
 def report_queues(figures: list[QueueFigures], count: int) -> list[Check]:
     print(f"## (b) {count:,} requests waiting for KV budget (in-process)\n")
     print(
@@ -643,7 +827,11 @@ def report_queues(figures: list[QueueFigures], count: int) -> list[Check]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2,000 streams, 2 runs of the queues")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="2,000 streams and waiters, 2 rounds of the in-process queues",
+    )
     parser.add_argument("--streams", type=int, default=None, help=f"default {STREAMS:,}")
     parser.add_argument("--waiters", type=int, default=WAITERS)
     args = parser.parse_args()
@@ -657,8 +845,13 @@ def main() -> int:
         f"Python {sys.version.split()[0]}, aiohttp {aiohttp.__version__}, uvloop, "
         f"load average {os.getloadavg()[0]:.1f}, RLIMIT_NOFILE {limit}\n"
     )
-    checks = report_streams(run_streams(count), asked, note)
-    checks += report_queues(measure_queues(args.waiters, 2 if args.quick else RUNS), args.waiters)
+    # A waiting request holds one descriptor in the sidecar: its client's.
+    waiting = min(2_000 if args.quick else args.waiters, limit - DESCRIPTOR_MARGIN)
+    streamed, queued = run_servers(count, waiting)
+    in_process = measure_queues(args.waiters, 2 if args.quick else RUNS)
+    checks = report_streams(streamed, asked, note)
+    checks += report_queues(in_process, args.waiters)
+    checks += report_waiting(queued)
     print("| target | measured | limit | |")
     print("|---|---:|---:|---|")
     for check in checks:

@@ -18,6 +18,7 @@ from typing import Any
 
 from sidecar.cost.chat_request import ChatRequest, chat_tools, template_kwargs
 from sidecar.cost.conversation import ChatTemplateError
+from sidecar.images.refs import tool_result_image_is_loaded
 
 _BILLING_HEADER = "x-anthropic-billing-header"
 
@@ -160,7 +161,8 @@ def _tool_result(block: dict[str, Any]) -> list[dict[str, Any]]:
             if item.get("type") == "text":
                 texts.append(item.get("text", ""))
             elif item.get("type") == "image":
-                images += 1
+                source = item.get("source", {})
+                images += isinstance(source, dict) and tool_result_image_is_loaded(source)
             elif item.get("type") == "tool_reference":
                 name = item.get("tool_name") or item.get("name")
                 if name:

@@ -101,14 +101,14 @@ def read_messages(root: dict[str, Any], finder: RefFinder) -> Reading:
     start = finder.mark()
     messages = required_list(root, "messages")
     if root.get("system") is not None:
-        finder.anthropic_blocks(root, "system", "system")
+        finder.anthropic_blocks(root, "system", "system", role="system")
         finder.messages += 1
     finder.count_parts(len(messages), "messages")
     finder.messages += len(messages)
     for message in messages:
         if not isinstance(message, dict):
             raise InvalidRequestError("Each message must be an object", param="messages")
-        finder.anthropic_blocks(message, "content", "messages")
+        finder.anthropic_blocks(message, "content", "messages", role=message.get("role"))
     finder.json_text(root.get("tools"))
     return Reading((finder.since(start),), positive_int(root, "max_tokens"))
 

@@ -171,6 +171,12 @@ class Lift:
             raise InvalidRequestError(f"The request body is not valid JSON: {exc.msg}") from None
 
 
+def tool_result_image_is_loaded(source: dict[str, Any]) -> bool:
+    """Whether vLLM loads an image of a user's Anthropic ``tool_result``: it drops only a URL
+    source without a URL; any other source becomes a data URI, loaded (or refused) as sent."""
+    return source.get("type") != "url" or bool(source.get("url"))
+
+
 class RefFinder:
     """Walks one parsed body, collecting images, media and the prompt's text characters."""
 
@@ -265,8 +271,11 @@ class RefFinder:
                 self.messages += 2  # a tool turn, and the template's wrapper around the result
                 self.content(item, "input", key="output")
 
-    def anthropic_blocks(self, holder: dict[str, Any], key: str, param: str) -> None:
-        """An Anthropic content value (or ``system``): a string or a list of blocks."""
+    def anthropic_blocks(
+        self, holder: dict[str, Any], key: str, param: str, *, role: Any = "user"
+    ) -> None:
+        """An Anthropic content value (or ``system``, ``role="system"``): a string or a list of
+        blocks, read as vLLM's conversion (``entrypoints/anthropic/serving.py``) reads them."""
         blocks = holder.get(key)
         if not isinstance(blocks, list):
             self.text(holder, key, param)
@@ -279,12 +288,17 @@ class RefFinder:
             if kind in ("text", "thinking"):
                 self.text(block, kind, kind)
             elif kind == "image":
-                self._anthropic_image(block.get("source"))
+                source = block.get("source")
+                if source is not None and not isinstance(source, dict):
+                    raise InvalidRequestError("An image block's 'source' must be an object",
+                        param="source")  # fmt: skip
+                # vLLM keeps only the text of a system turn, and skips an image with no source.
+                if source and role != "system":
+                    self._anthropic_image(source)
             elif kind == "tool_use":
                 self.json_text(block)  # a tool-call block with its framing, as above
             elif kind == "tool_result":
-                self.messages += 2  # a tool turn (and a user turn for its images)
-                self.anthropic_blocks(block, "content", param)
+                self._anthropic_tool_result(block, role)
             elif kind == "tool_addition":
                 # A deferred tool's definition joins the prompt's tool list (a removal only
                 # shortens it, and a bare tool_reference renders as nothing).
@@ -295,6 +309,35 @@ class RefFinder:
                     f"Supported types: {', '.join(ANTHROPIC_BLOCK_TYPES)}",
                     param="type",
                 )
+
+    def _anthropic_tool_result(self, block: dict[str, Any], role: Any) -> None:
+        """A user turn's result becomes a tool turn (and a user turn for its images); its list
+        holds plain objects, of which vLLM reads text, images and nothing else. An assistant
+        turn's result is printed into the turn as text, images and all."""
+        content = block.get("content")
+        if role != "user":
+            if isinstance(content, str):
+                self.text(block, "content", "content")
+            else:
+                self.json_text(content)
+            return
+        self.messages += 2
+        if not isinstance(content, list):
+            self.text(block, "content", "content")
+            return
+        for item in content:
+            if not isinstance(item, dict):
+                continue
+            kind = item.get("type")
+            if kind == "text":
+                self.text(item, "text", "text")
+            elif kind == "image":
+                source = item.get("source", {})
+                if not isinstance(source, dict):
+                    raise InvalidRequestError("An image block's 'source' must be an object",
+                        param="source")  # fmt: skip
+                if tool_result_image_is_loaded(source):
+                    self._anthropic_image(source)
 
     def text(self, holder: Any, key: Any, param: str) -> None:
         """Count the text at ``holder[key]`` (a string or null), putting back a lifted one."""
@@ -414,9 +457,7 @@ class RefFinder:
         else:
             raise InvalidRequestError(f"'{kind}' must be an object with a 'url'", param=kind)
 
-    def _anthropic_image(self, source: Any) -> None:
-        if not isinstance(source, dict):
-            raise InvalidRequestError("An image block needs a 'source' object", param="source")
+    def _anthropic_image(self, source: dict[str, Any]) -> None:
         if source.get("type") == "url":
             self._add("image", source, "url", None, param="source")
             return

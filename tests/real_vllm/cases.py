@@ -193,6 +193,14 @@ def engine_cases(model: str) -> list[Case]:
         Case("messages-count-tokens", "/v1/messages/count_tokens", {
             "model": model, "system": "Count me.", "messages": [{"role": "user", "content": [
                 anthropic_image(224, 224, 21), {"type": "text", "text": "Describe."}]}]}),
+        # vLLM's conversion skips an image block without a source and every image of the
+        # system field: they cost nothing, and the one real image is priced alone.
+        Case("messages-count-tokens-skipped-images", "/v1/messages/count_tokens", {
+            "model": model, "system": [anthropic_image(64, 64, 24),
+                                       {"type": "text", "text": "Count me."}],
+            "messages": [{"role": "user", "content": [
+                {"type": "image"}, {"type": "image", "source": {}},
+                anthropic_image(224, 224, 25), {"type": "text", "text": "Describe."}]}]}),
         Case("tokenize-prompt", "/tokenize", {"model": model, "prompt": "Once upon a time"}),
         Case("tokenize-chat", "/tokenize", {
             "model": model, "messages": [image], "add_generation_prompt": True}),

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
+from sidecar.cost.messages_input import from_messages_body
 from sidecar.cost.request_body import RequestBody, parse_request_body
 from sidecar.errors import InvalidRequestError
 from sidecar.images.refs import SUPPORTED_PART_TYPES, ImageRef, ImageSource
@@ -380,7 +381,7 @@ def test_parse_request_body_rejects_the_part_when_vllm_would_refuse_it(
 
 ANTHROPIC_ERRORS = [
     ({"type": "video"}, "type", "Unsupported content block type: 'video'", "unknown block"),
-    ({"type": "image"}, "source", "'source' object", "image without source"),
+    ({"type": "image", "source": "x"}, "source", "'source' must be an object", "source a string"),
     ({"type": "image", "source": {"type": "base64", "data": 5}}, "source", "'data'", "data number"),
     ({"type": "image", "source": {"type": "url"}}, "source", "'url'", "url missing"),
     (3, "messages", "must be an object", "block a number"),
@@ -399,6 +400,95 @@ def test_parse_request_body_rejects_the_anthropic_block_when_it_is_malformed(
     with pytest.raises(InvalidRequestError) as caught:
         parsed(raw_messages(block), Route.MESSAGES)
     assert (caught.value.param, message in caught.value.message) == (param, True)
+
+
+BASE64_SOURCE = {"type": "base64", "media_type": "image/png", "data": PAYLOAD}
+URL_SOURCE = {"type": "url", "url": URL}
+# Found by the differential tier: vLLM's Anthropic conversion skips these images, so refusing
+# them (or pricing them) was wrong.
+SKIPPED_ANTHROPIC_IMAGES = {
+    "no source": {"role": "user", "content": [{"type": "image"}]},
+    "null source": {"role": "user", "content": [{"type": "image", "source": None}]},
+    "empty source": {"role": "user", "content": [{"type": "image", "source": {}}]},
+    "in a system turn": {
+        "role": "system",
+        "content": [{"type": "image", "source": BASE64_SOURCE}, {"type": "text", "text": "s"}],
+    },
+    "in an assistant's tool result": {
+        "role": "assistant",
+        "content": [{"type": "tool_result", "content": [{"type": "image", "source": URL_SOURCE}]}],
+    },
+    "a URL source without a URL in a tool result": {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "content": [{"type": "image", "source": {"type": "url"}}]}
+        ],
+    },
+    "items vLLM ignores in a tool result": {
+        "role": "user",
+        "content": [{"type": "tool_result", "content": [3, {"type": "video"}, {"x": 1}]}],
+    },
+}
+LOADED_ANTHROPIC_IMAGES = {
+    "an assistant's image": {
+        "role": "assistant",
+        "content": [{"type": "image", "source": URL_SOURCE}],
+    },
+    "a user's tool result": {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "content": [{"type": "image", "source": BASE64_SOURCE}]},
+            {"type": "tool_result", "content": [{"type": "image", "source": URL_SOURCE}]},
+        ],
+    },
+}
+
+
+def _messages_body(message: dict[str, Any], **fields: Any) -> bytes:
+    return orjson.dumps({"model": "m", "max_tokens": 5, "messages": [message], **fields})
+
+
+@pytest.mark.parametrize("message", SKIPPED_ANTHROPIC_IMAGES.values(), ids=SKIPPED_ANTHROPIC_IMAGES)
+def test_parse_request_body_skips_the_anthropic_images_vllm_skips(message: Any) -> None:
+    assert parsed(_messages_body(message), Route.MESSAGES).images == ()
+
+
+def test_parse_request_body_skips_images_in_the_anthropic_system_field() -> None:
+    system = [{"type": "image", "source": BASE64_SOURCE}, {"type": "text", "text": "be brief"}]
+    body = parsed(_messages_body({"role": "user", "content": "hi"}, system=system), Route.MESSAGES)
+    assert body.images == ()
+    assert body.text_chars == len("be brief") + len("hi")
+
+
+@pytest.mark.parametrize("message", LOADED_ANTHROPIC_IMAGES.values(), ids=LOADED_ANTHROPIC_IMAGES)
+def test_parse_request_body_finds_the_anthropic_images_vllm_loads(message: Any) -> None:
+    images = parsed(_messages_body(message), Route.MESSAGES).images
+    sources = [ref.source for ref in images]
+    assert sources == ([DATA, LINK] if len(message["content"]) == 2 else [LINK])
+
+
+# Exact text counting does not render an image printed as text: it estimates that body.
+CONVERTED_ANTHROPIC_IMAGES = {
+    name: message
+    for name, message in {**SKIPPED_ANTHROPIC_IMAGES, **LOADED_ANTHROPIC_IMAGES}.items()
+    if name != "in an assistant's tool result"
+}
+
+
+@pytest.mark.parametrize(
+    "message", CONVERTED_ANTHROPIC_IMAGES.values(), ids=CONVERTED_ANTHROPIC_IMAGES
+)
+def test_the_images_found_are_those_of_the_chat_request_vllm_builds(message: Any) -> None:
+    # The image finder and the conversion exact text counting renders read one body alike.
+    chat = from_messages_body({"messages": [message]}, merge_inline_system=False)
+    converted = sum(
+        1
+        for turn in chat.messages
+        if isinstance(turn.get("content"), list)
+        for part in turn["content"]
+        if part.get("type") == "image_url"
+    )
+    assert len(parsed(_messages_body(message), Route.MESSAGES).images) == converted
 
 
 def test_image_ref_payload_raises_when_the_image_is_not_inline() -> None:

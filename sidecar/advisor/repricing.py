@@ -21,13 +21,13 @@ from sidecar.advisor.cached_rule import CachedKv, CachedRule
 from sidecar.advisor.fastpath import FastPath
 from sidecar.advisor.priced import Priced
 from sidecar.advisor.records import RecordedCost, RecordedImage
-from sidecar.cost.prediction import (
-    ImageCost,
-    RequestPrediction,
-    VideoCost,
-    predict_request,
+from sidecar.cost.assembly import (
+    PricingPolicy,
+    assemble_prediction,
+    media_prompt_tokens,
 )
-from sidecar.errors import ConfigurationError, ImageError
+from sidecar.cost.prediction import ImageCost, RequestPrediction, VideoCost
+from sidecar.errors import ConfigurationError, ImageError, InvalidRequestError
 from sidecar.profiles import ModelProfile, ProfileOverrides, load_profile
 from sidecar.settings import DownscaleMethod, RemoteImages, Settings
 from sidecar.video import VideoTokens
@@ -45,6 +45,7 @@ class Candidate:
 
     def __init__(self, settings: Settings, profile: ModelProfile | None = None) -> None:
         self.settings = settings
+        self.policy = PricingPolicy.from_settings(settings)
         loaded = profile or load_profile(settings.model, ProfileOverrides.from_settings(settings))
         self.profile = replace(loaded, kv=CachedKv.of(loaded.kv))
         self.budgets: Budgets = Budgets.from_settings(settings, self.profile)
@@ -122,53 +123,39 @@ class Candidate:
     def predict(self, cost: RecordedCost, vision: VisionRule) -> RequestPrediction:
         """The request's prediction under the candidate, as ``Pricer.price`` makes it."""
         images = [self._image(n, image, vision) for n, image in enumerate(cost.images)]
-        policy = self.settings
+        policy = self.policy
         videos: list[VideoCost] = []
-        media_tokens: list[int] = []
         for kind, tokens, wrapper, allowance in cost.media:
             if kind == "video":
-                if allowance:
-                    tokens, wrapper = policy.video_tokens_per_item, 0
-                video_tokens = VideoTokens(tokens, wrapper, 0, (0, 0, 0))
+                video_tokens = (
+                    policy.video_allowance
+                    if allowance
+                    else VideoTokens(tokens, wrapper, 0, (0, 0, 0))
+                )
                 reason = "allowance" if allowance else None
                 videos.append(VideoCost(len(videos), "data", None, video_tokens, reason))
-                media_tokens.append(tokens + wrapper)
-            elif kind == "audio":
-                media_tokens.append(policy.audio_tokens_per_item)
-            elif policy.embeds_tokens_per_item <= 0:
-                raise _Refused(Reason.INVALID_BODY)  # vLLM's refusal of embeddings inputs
-            else:
-                media_tokens.append(policy.embeds_tokens_per_item)
-        allowances = sum(
-            t for t, m in zip(media_tokens, cost.media, strict=True) if m[0] != "video"
-        )
+        kinds = [item[0] for item in cost.media]
+        try:
+            positions = media_prompt_tokens(kinds, videos, policy)
+        except InvalidRequestError:
+            raise _Refused(Reason.INVALID_BODY) from None  # as serving refuses embeddings
         prompts = cost.prompts or (
             (cost.text_tokens, 0, tuple(range(len(images))), tuple(range(len(cost.media)))),
         )
-        visual = [
-            sum(images[i].tokens.prompt_tokens for i in prompt[2])
-            + sum(media_tokens[i] for i in prompt[3])
-            for prompt in prompts
-        ]
-        lengths = [max(p[1], v + p[0]) for p, v in zip(prompts, visual, strict=True)]
-        generating = cost.output_tokens > 0
-        prediction = predict_request(
+        return assemble_prediction(
             images,
+            videos,
+            kinds,
+            positions,
+            prompts,
             kv=self.profile.kv,
-            text_tokens=sum(length - v for length, v in zip(lengths, visual, strict=True)),
-            media_tokens=allowances,
-            output_tokens=(cost.output_requested or policy.default_output_tokens)
-            if generating
-            else 0,
+            output_tokens=policy.output_tokens(cost.output_tokens > 0, cost.output_requested),
             n=cost.n,
-            videos=videos,
             sequences=cost.sequences,
-            longest_prompt_tokens=max(lengths, default=0),
             holds_kv=cost.holds_kv,
             # As the proxy does: output cut to the context vLLM leaves it.
             context_tokens=self.context_tokens,
         )
-        return prediction
 
     def _rule(self, pixel_range: tuple[int | None, int | None] | None) -> VisionRule:
         rule = self._rules.get(pixel_range)

@@ -26,8 +26,8 @@ from typing import Any
 
 import orjson
 
+from sidecar.cost.assembly import PricingPolicy, media_prompt_tokens, prompt_visual_tokens
 from sidecar.cost.prediction import RequestPrediction, VideoCost
-from sidecar.cost.pricer import PricingPolicy
 from sidecar.cost.request_body import RequestBody
 from sidecar.observe.record import RequestRecord, prediction_error_split
 from sidecar.routes import BodyShape
@@ -142,7 +142,10 @@ def _sequence_fields(
     sequences = parsed.sequences
     if parsed.route.shape is BodyShape.GENERATE:
         return [[0, s.token_ids, [*s.images], [*s.media]] for s in sequences]
-    visual = [_visual_of(priced, parsed, policy, s.images, s.media) for s in sequences]
+    positions = media_prompt_tokens([item.kind for item in parsed.media], priced.videos, policy)
+    visual = [
+        prompt_visual_tokens((0, 0, s.images, s.media), priced.images, positions) for s in sequences
+    ]
     weights = [s.text_chars + s.token_ids + 1 for s in sequences]
     total, whole = priced.text_tokens, sum(weights)
     longest = max(range(len(sequences)), key=lambda n: visual[n] + total * weights[n] / whole)
@@ -154,30 +157,6 @@ def _sequence_fields(
             texts[n] = rest * weight // others if others else 0
     texts[longest] += total - sum(texts)  # rounding: the totals stay the pricer's
     return [[t, 0, [*s.images], [*s.media]] for t, s in zip(texts, sequences, strict=True)]
-
-
-def _visual_of(
-    priced: RequestPrediction,
-    parsed: RequestBody,
-    policy: PricingPolicy,
-    images: tuple[int, ...],
-    media: tuple[int, ...],
-) -> int:
-    """Prompt positions of one prompt's images and media, wrappers and allowances included."""
-    tokens = sum(priced.images[i].tokens.prompt_tokens for i in images)
-    videos = iter(priced.videos)
-    for item in parsed.media:
-        cost = (
-            next(videos).tokens.prompt_tokens
-            if item.kind == "video"
-            else (
-                policy.audio_tokens_per_item
-                if item.kind == "audio"
-                else policy.embeds_tokens_per_item
-            )
-        )
-        tokens += cost if item.index in media else 0
-    return tokens
 
 
 class _DroppingQueueHandler(logging.handlers.QueueHandler):

@@ -29,7 +29,7 @@ from sidecar.cost.assembly import (
 from sidecar.cost.prediction import ImageCost, RequestPrediction, VideoCost
 from sidecar.errors import ConfigurationError, ImageError, InvalidRequestError
 from sidecar.profiles import ModelProfile, ProfileOverrides, load_profile
-from sidecar.settings import DownscaleMethod, RemoteImages, Settings
+from sidecar.settings import RemoteImages, Settings
 from sidecar.video import VideoTokens
 from sidecar.vision import VisionRule
 
@@ -51,10 +51,6 @@ class Candidate:
         self.budgets: Budgets = Budgets.from_settings(settings, self.profile)
         # vLLM's max_model_len is read live; a replay has the model's context.
         self.context_tokens = self.profile.max_position_embeddings
-        self.trusts_kwargs = (
-            settings.trust_request_mm_kwargs
-            or settings.downscale_method is DownscaleMethod.PROCESSOR_KWARGS
-        )
         self.vision = CachedRule(self.profile.vision)
         self._rules: dict[tuple[int | None, int | None] | None, VisionRule] = {None: self.vision}
         self._images: dict[tuple[int, RecordedImage, int], ImageCost] = {}
@@ -162,7 +158,7 @@ class Candidate:
         if rule is None:
             if pixel_range is None:
                 rule = self.vision
-            elif not self.trusts_kwargs:
+            elif not self.settings.trusts_request_mm_kwargs:
                 raise _Refused(Reason.INVALID_BODY)  # mm_processor_kwargs refused, as vLLM does
             else:
                 try:

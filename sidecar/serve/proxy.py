@@ -55,7 +55,7 @@ from sidecar.serve.keys import (
 from sidecar.serve.relay import Forward, forwardable_headers, relay
 from sidecar.serve.responses import error_response, response_for_error
 from sidecar.serve.rewrite import apply_downscale, with_stream_usage
-from sidecar.settings import DownscaleMethod, Mode, Settings
+from sidecar.settings import Mode, Settings
 
 
 async def handle_inspected(request: web.Request, route: Route, path_qs: str) -> web.StreamResponse:
@@ -185,9 +185,7 @@ async def _parse(
     body: bytes, route: Route, settings: Settings, content_type: str | None
 ) -> RequestBody:
     policy = BodyPolicy(
-        # Downscaling through processor kwargs needs vLLM to trust them, so it does here too.
-        trust_request_mm_kwargs=settings.trust_request_mm_kwargs
-        or settings.downscale_method is DownscaleMethod.PROCESSOR_KWARGS,
+        trust_request_mm_kwargs=settings.trusts_request_mm_kwargs,
         trust_request_chat_template=settings.trust_request_chat_template,
         max_parts=settings.max_request_parts,
     )

@@ -96,6 +96,16 @@ REASON_DECISIONS: dict[Reason, frozenset[Decision]] = {
 }
 
 
+def after_hold(decision: Decision, reason: Reason, hold: Reason) -> tuple[Decision, Reason]:
+    """What a request that was held (``hold``: the ledger's full budget, the saturation
+    gate) and then forwarded is recorded as: an admit becomes a wait, for the hold's reason; a
+    downscale stays a downscale, its reason the budget it broke. Serving's records, the
+    replay's outcomes and its tally all record a hold this way."""
+    if decision is Decision.ADMIT:
+        return Decision.WAIT, hold
+    return decision, reason
+
+
 @dataclass(frozen=True, slots=True)
 class Admit:
     """Forward as sent."""

@@ -24,12 +24,13 @@ from sidecar.advisor.records import RecordedCost, RecordedImage
 from sidecar.cost.assembly import (
     PricingPolicy,
     assemble_prediction,
+    image_cost,
     media_prompt_tokens,
 )
 from sidecar.cost.prediction import ImageCost, RequestPrediction, VideoCost
 from sidecar.errors import ConfigurationError, ImageError, InvalidRequestError
 from sidecar.profiles import ModelProfile, ProfileOverrides, load_profile
-from sidecar.settings import RemoteImages, Settings
+from sidecar.settings import Settings
 from sidecar.video import VideoTokens
 from sidecar.vision import VisionRule
 
@@ -177,19 +178,17 @@ class Candidate:
 
     def _price_image(self, index: int, image: RecordedImage, vision: VisionRule) -> ImageCost:
         width, height, image_format, source = image
-        remote = self.settings.remote_images
-        if source == "url" and remote is RemoteImages.REJECT:
+        policy = self.policy
+        if policy.refuses_image_from(source):
             raise _Refused(Reason.INVALID_IMAGE)
-        known = source == "data" or (source == "url" and remote is RemoteImages.PROBE)
-        if width is None or height is None or not known:
-            return ImageCost(index, source, None, None, None, vision.max_image_tokens(), True)
-        if width * height > self.settings.max_decode_pixels:
+        if width is None or height is None or not policy.reads_size_from(source):
+            return image_cost(index, source, None, None, vision)
+        if width * height > policy.max_decode_pixels:
             raise _Refused(Reason.INVALID_IMAGE)
         try:
-            tokens = vision.image_tokens(width, height)
+            return image_cost(index, source, (width, height), image_format, vision)
         except ImageError:
             raise _Refused(Reason.INVALID_IMAGE) from None
-        return ImageCost(index, source, width, height, image_format, tokens)
 
 
 def with_settings(settings: Settings, **changes: object) -> Settings:

@@ -1,8 +1,9 @@
 """A request's prediction from its priced parts: the one rule serving and the replay share.
 
 Serving (``Pricer.price``) prices a request's images and videos from its body; the replay
-(``advisor.repricing``) prices them from the traffic log's sizes. Both then hand the parts
-here: what each media item that is not an image occupies in the prompt (a video's own
+(``advisor.repricing``) prices them from the traffic log's sizes. Both ask here which image
+sources are refused or sized and what an image of a size (or of none) costs, then hand the
+parts here: what each media item that is not an image occupies in the prompt (a video's own
 tokens and wrappers, or the operator's per-item allowance), each prompt's length, and the
 prediction over them. The traffic log's writer reads the same media positions back.
 """
@@ -17,6 +18,7 @@ from sidecar.errors import InvalidRequestError
 from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.settings import VLLM_MAX_IMAGE_PIXELS, RemoteImages, Settings
 from sidecar.video import VideoTokens
+from sidecar.vision import VisionRule
 
 # (text tokens, floor tokens, image indexes, media indexes) of one prompt: its prompt tokens
 # are ``max(floor, visual + text)``, where visual counts its images' and media's positions.
@@ -53,10 +55,36 @@ class PricingPolicy:
         """What a video that is not read costs: SIDECAR_VIDEO_TOKENS_PER_ITEM, no wrappers."""
         return VideoTokens(self.video_tokens_per_item, 0, 0, (0, 0, 0))
 
+    def refuses_image_from(self, source: str) -> bool:
+        """Whether an image from ``source`` (``data``, ``url``, ``cached``) is refused: a URL
+        under SIDECAR_REMOTE_IMAGES=reject."""
+        return source == "url" and self.remote_images is RemoteImages.REJECT
+
+    def reads_size_from(self, source: str) -> bool:
+        """Whether an image from ``source`` is sized (from its header, or a probe of its
+        URL) rather than priced at the model's largest image."""
+        return source == "data" or (source == "url" and self.remote_images is RemoteImages.PROBE)
+
     def output_tokens(self, generates: bool, requested: int | None) -> int:
         """Output tokens priced: as asked, else the default; none for a request that does not
         generate."""
         return (requested or self.default_output_tokens) if generates else 0
+
+
+def image_cost(
+    index: int,
+    source: str,
+    size: tuple[int, int] | None,
+    image_format: str | None,
+    vision: VisionRule,
+) -> ImageCost:
+    """One image priced by its size (``width, height``) through ``vision``; one of unknown
+    size (never read, a URL not probed, a cached item) at the model's largest image. Raises
+    ImageError for a size the processor refuses."""
+    if size is None:
+        return ImageCost(index, source, None, None, None, vision.max_image_tokens(), True)
+    width, height = size
+    return ImageCost(index, source, width, height, image_format, vision.image_tokens(width, height))
 
 
 def media_prompt_tokens(

@@ -26,6 +26,7 @@ from sidecar.cost.assembly import (
     PricingPolicy,
     PromptParts,
     assemble_prediction,
+    image_cost,
     media_prompt_tokens,
 )
 from sidecar.cost.engine_prices import EnginePrices, engine_image_tokens
@@ -116,7 +117,7 @@ class Pricer:
         fetches = {
             ref.index: asyncio.create_task(self._probe_url(ref, total))
             for ref in parsed.images
-            if ref.source is ImageSource.URL and self.policy.remote_images is RemoteImages.PROBE
+            if ref.source is ImageSource.URL and self.policy.reads_size_from(ref.source.value)
         }
         videos_in = [item for item in parsed.media if item.kind == "video"]
         reads = {
@@ -209,7 +210,7 @@ class Pricer:
         if ref.source is ImageSource.DATA:
             header = self._probe_inline(ref, body, total)
         elif ref.source is ImageSource.URL:
-            if self.policy.remote_images is RemoteImages.REJECT:
+            if self.policy.refuses_image_from(ref.source.value):
                 raise RemoteImageRefusedError(
                     f"image {ref.index + 1} of {total} is a URL; this server accepts inline "
                     f"(data: URI) images only (SIDECAR_REMOTE_IMAGES is reject)"
@@ -217,31 +218,14 @@ class Pricer:
             if ref.index in fetches:
                 header = await fetches[ref.index]
         if header is None:
-            return ImageCost(
-                index=ref.index,
-                source=ref.source.value,
-                width_px=None,
-                height_px=None,
-                format=None,
-                tokens=vision.max_image_tokens(),
-                assumed_max=True,
-            )
+            return image_cost(ref.index, ref.source.value, None, None, vision)
+        size = (header.width_px, header.height_px)
+        if engine is not None:  # at its bound until vLLM's own count is asked
+            return ImageCost(ref.index, ref.source.value, *size, header.format, engine.upper_bound)
         try:
-            tokens = (
-                vision.image_tokens(header.width_px, header.height_px)
-                if engine is None
-                else engine.upper_bound
-            )
+            return image_cost(ref.index, ref.source.value, size, header.format, vision)
         except ImageError as exc:
             raise exc.prefixed(f"image {ref.index + 1} of {total}") from None
-        return ImageCost(
-            index=ref.index,
-            source=ref.source.value,
-            width_px=header.width_px,
-            height_px=header.height_px,
-            format=header.format,
-            tokens=tokens,
-        )
 
     @staticmethod
     async def _engine_priced(

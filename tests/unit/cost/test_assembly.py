@@ -1,5 +1,6 @@
-"""cost.assembly: the prediction serving and the replay both build from priced parts; media
-occupy their own tokens or the operator's allowance; embeddings without one are refused."""
+"""cost.assembly: the prediction serving and the replay both build from priced parts; images
+priced by size or at the largest; media at their own tokens or the operator's allowance;
+embeddings without one refused."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import pytest
 from sidecar.cost.assembly import (
     PricingPolicy,
     assemble_prediction,
+    image_cost,
     media_prompt_tokens,
 )
 from sidecar.cost.prediction import ImageCost, VideoCost
 from sidecar.errors import InvalidRequestError
+from sidecar.settings import RemoteImages
 from sidecar.video import VideoTokens
 from sidecar.vision import ImageTokens
 from tests.support.predictions import QWEN_PROFILE
@@ -68,3 +71,29 @@ def test_each_prompt_is_its_visual_and_text_or_its_floor_whichever_is_longer() -
     # The audio allowance and the video's own tokens are visual; wrappers are not.
     assert prediction.visual_tokens == 391 + 4 + 700 + 1000
     assert prediction.text_tokens == 50 + (3000 - 6 - 1010)
+
+
+@pytest.mark.parametrize(
+    ("remote", "refused", "sized"),
+    [
+        (RemoteImages.REJECT, {"url"}, {"data"}),
+        (RemoteImages.ASSUME_MAX, set(), {"data"}),
+        (RemoteImages.PROBE, set(), {"data", "url"}),
+    ],
+)
+def test_the_remote_policy_says_which_sources_are_refused_and_which_are_sized(
+    remote: RemoteImages, refused: set[str], sized: set[str]
+) -> None:
+    policy = PricingPolicy(remote_images=remote)
+    sources = ("data", "url", "cached")
+    assert {source for source in sources if policy.refuses_image_from(source)} == refused
+    assert {source for source in sources if policy.reads_size_from(source)} == sized
+
+
+def test_an_image_is_priced_by_its_size_or_at_the_largest_when_its_size_is_unknown() -> None:
+    vision = QWEN_PROFILE.vision
+    sized = image_cost(0, "data", (640, 480), "jpeg", vision)
+    assert (sized.tokens, sized.assumed_max) == (vision.image_tokens(640, 480), False)
+    unknown = image_cost(1, "cached", None, None, vision)
+    assert (unknown.tokens, unknown.assumed_max) == (vision.max_image_tokens(), True)
+    assert unknown.tokens.tokens > sized.tokens.tokens

@@ -3,9 +3,10 @@
 ``SIDECAR_TRAFFIC_LOG`` names the file (unset: off). Each line carries what re-pricing the
 request under other settings needs, and no content: image sizes (after EXIF orientation),
 formats and sources, token counts, the output tokens asked for, timings and the decision.
-docs/traffic-log.md is the contract for the fields; ``TRAFFIC_FORMAT`` is its
-version. The first line of every file (and of each start) is a ``settings`` header: the
-settings in force, so a replay changes only what it is told to.
+docs/traffic-log.md is the contract for the fields; ``observe.traffic_format`` holds their
+names, their order and the format's version. The first line of every file (and of each
+start) is a ``settings`` header: the settings in force, so a replay changes only what it is
+told to.
 
 Writing never blocks the event loop: the line is serialised on the loop (orjson, a few
 microseconds) and handed to a bounded queue; a ``QueueListener`` thread writes it through a
@@ -30,10 +31,10 @@ from sidecar.cost.assembly import PricingPolicy, media_prompt_tokens, prompt_vis
 from sidecar.cost.prediction import RequestPrediction, VideoCost
 from sidecar.cost.request_body import RequestBody
 from sidecar.observe.record import RequestRecord, prediction_error_split
+from sidecar.observe.traffic_format import header_line
 from sidecar.routes import BodyShape
 from sidecar.settings import Settings, TenantInLog
 
-TRAFFIC_FORMAT = 1
 QUEUE_LINES = 10_000
 # Settings that say where the sidecar runs, not how it prices: left out of the header.
 # The tenant salt stays out too: with it, anyone reading the log could test tenant names.
@@ -64,7 +65,8 @@ def traffic_entry(
     policy: PricingPolicy,
     tenant_in_log: Callable[[str], str] = str,
 ) -> dict[str, Any]:
-    """The traffic log line of one finished request (see docs/traffic-log.md)."""
+    """The traffic log line of one finished request (see docs/traffic-log.md), its fields
+    in ``traffic_format.LINE_ORDER``: written out here, not looked up, on every request."""
     end = record.finished_at or time.perf_counter()
     sent = record.upstream_sent_at
     entry: dict[str, Any] = {
@@ -246,10 +248,4 @@ class TrafficLog:
 
 def settings_header(settings: Settings) -> dict[str, Any]:
     """The first line of each file: the settings in force when it was started."""
-    values = settings.model_dump(mode="json", exclude=set(_NOT_IN_HEADER))
-    return {
-        "kind": "settings",
-        "format": TRAFFIC_FORMAT,
-        "t": round(time.time(), 6),
-        "settings": values,
-    }
+    return header_line(settings.model_dump(mode="json", exclude=set(_NOT_IN_HEADER)), time.time())

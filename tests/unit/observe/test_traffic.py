@@ -20,6 +20,7 @@ from sidecar.advisor.repricing import Candidate
 from sidecar.cost.assembly import PricingPolicy
 from sidecar.cost.pricer import Pricer
 from sidecar.cost.request_body import parse_request_body
+from sidecar.observe import traffic_format
 from sidecar.observe.record import RequestRecord
 from sidecar.observe.traffic import TrafficLog, settings_header, tenant_hasher, traffic_entry
 from sidecar.observe.usage import Usage
@@ -217,3 +218,15 @@ async def test_a_line_records_vllms_count_and_the_image_tokens_error() -> None:
     entry = traffic_entry(record, QWEN, PricingPolicy.from_settings(SETTINGS))
     assert entry["obs"] == 900
     assert "img_err" not in entry  # vLLM ran without --enable-prompt-tokens-details
+
+
+@pytest.mark.parametrize("name", list(BODIES))
+async def test_a_traffic_line_holds_the_formats_fields_in_the_formats_order(name: str) -> None:
+    # The reader shares a cost between lines by the text from the first cost field on, so
+    # the writer must put every field where ``traffic_format`` says.
+    record = await priced_record(*BODIES[name])
+    record.queue_tags = QueueTags(objective="batch", body_priority=2, tenant="acme")
+    record.usage = Usage(prompt_tokens=10, completion_tokens=1, image_tokens=5)
+    line = traffic_entry(record, QWEN, PricingPolicy.from_settings(SETTINGS))
+    assert list(line) == [field for field in traffic_format.LINE_ORDER if field in line]
+    assert {*traffic_format.OWN_FIELDS, *traffic_format.COST_FIELDS} <= set(line)

@@ -132,7 +132,11 @@ class FastPath:
         images, visual = shape.tokens, shape.visual
         if shape.too_many:
             return Priced(_REJECT, _TOO_MANY, visual, prompt, kv, images)
-        reason = shape.violation or text_violation(self.budgets, prompt, kv)
+        reason = shape.violation
+        if reason is None and (prompt > self._prompt_limit or kv > self._kv_limit):
+            # Some text budget is broken: which one is the decision's to say. Asked only then,
+            # a call per request being a tenth of the replay's pricing.
+            reason = text_violation(self.budgets, prompt, kv)
         if reason is None:
             if kv > self._largest:
                 return Priced(_REJECT, _LARGER, visual, prompt, kv, images)

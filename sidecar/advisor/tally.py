@@ -19,6 +19,7 @@ from sidecar.advisor.replay import FATE_REASONS, ReplayResult
 _ADMIT, _REJECT, _DOWNSCALE = Decision.ADMIT, Decision.REJECT, Decision.DOWNSCALE
 _REFUSED_FATES, _KV_BUDGET_FULL = frozenset(FATE_REASONS), Reason.KV_BUDGET_FULL
 _DECISION, _REASON = attrgetter("decision"), attrgetter("reason")
+_DECISION_AND_REASON = attrgetter("decision", "reason")
 _VISUAL, _PROMPT, _KV = (
     attrgetter("visual_tokens"),
     attrgetter("prompt_tokens"),
@@ -76,19 +77,27 @@ def tally(result: ReplayResult) -> Tally:
         for fate, answer in zip(queued.fates, queued.answers, strict=True)
         if fate in _REFUSED_FATES
     ]
-    held = [
-        (answer, after_hold(answer.decision, answer.reason, _KV_BUDGET_FULL))
-        for fate, answer in zip(queued.fates, queued.answers, strict=True)
-        if fate not in _REFUSED_FATES
-    ]
-    moved = [(answer, now) for answer, now in held if now != (answer.decision, answer.reason)]
-    was = [answer for _, answer in refused] + [answer for answer, _ in moved]
+    was = [answer for _, answer in refused]
     decisions.subtract(Counter(map(_DECISION, was)))
     reasons.subtract(Counter(map(_REASON, was)))
     decisions[_REJECT] += len(refused)
     reasons.update([FATE_REASONS[fate] for fate, _ in refused])
-    decisions.update([decision for _, (decision, _) in moved])
-    reasons.update([reason for _, (_, reason) in moved])
+    held = Counter(
+        map(
+            _DECISION_AND_REASON,
+            [
+                answer
+                for fate, answer in zip(queued.fates, queued.answers, strict=True)
+                if fate not in _REFUSED_FATES
+            ],
+        )
+    )
+    for (decision, reason), count in held.items():  # a few distinct answers, many requests
+        now_decision, now_reason = after_hold(decision, reason, _KV_BUDGET_FULL)
+        decisions[decision] -= count
+        reasons[reason] -= count
+        decisions[now_decision] += count
+        reasons[now_reason] += count
     dropped = [answer for _, answer in refused]  # only forwarded answers ever queue
     for counter, field in ((visual, _VISUAL), (prompt, _PROMPT), (kv, _KV)):
         counter.subtract(Counter(map(field, dropped)))

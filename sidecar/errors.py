@@ -4,7 +4,7 @@ Two roots: ``SidecarError`` is one request's failure and always becomes an HTTP 
 (``serve.responses`` maps it); ``ConfigurationError`` stops start-up and never reaches a
 client. The hierarchy::
 
-    SidecarError                      carries status, error type, param
+    SidecarError                      carries status, error type, reason, param
     ├── InvalidRequestError           400  the client's body is wrong
     │   ├── ImageError                400  one image cannot be priced
     │   │   ├── NotBase64Error               the payload is not strict base64
@@ -68,6 +68,9 @@ class SidecarError(Exception):
 
     status: ClassVar[int] = HTTPStatus.INTERNAL_SERVER_ERROR
     error_type: ClassVar[str] = error_type_for(HTTPStatus.INTERNAL_SERVER_ERROR)
+    # The ``Reason`` value (``admission.decision``, a later stage) a request that ends in
+    # this error is logged and counted under; a refused body unless a class says otherwise.
+    reason: ClassVar[str] = "invalid_body"
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -93,6 +96,8 @@ class InvalidRequestError(SidecarError):
 
 class ImageError(InvalidRequestError):
     """One image cannot be read or priced."""
+
+    reason = "invalid_image"
 
     def __init__(self, message: str, *, param: str | None = "image_url") -> None:
         super().__init__(message, param=param)
@@ -152,6 +157,7 @@ class BodyTooLargeError(SidecarError):
     """The request body exceeds SIDECAR_MAX_BODY_BYTES."""
 
     status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+    reason = "body_too_large"
 
 
 class LargerThanBudgetError(SidecarError):
@@ -159,6 +165,7 @@ class LargerThanBudgetError(SidecarError):
     with the same budget, will ever serve it, so clients are told not to retry."""
 
     status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
+    reason = "larger_than_kv_budget"
 
 
 # Every 429 is this replica's load, never the request's size: a gateway may retry it elsewhere.
@@ -169,6 +176,7 @@ class OverloadedError(SidecarError):
     """The in-flight KV budget stayed full for the whole queue timeout."""
 
     status = HTTPStatus.TOO_MANY_REQUESTS
+    reason = "queue_timeout"
 
     def __init__(self, message: str, *, retry_after_seconds: int) -> None:
         super().__init__(f"{message} ({OTHER_REPLICA})")
@@ -178,20 +186,27 @@ class OverloadedError(SidecarError):
 class QueueFullError(OverloadedError):
     """The queue for the in-flight budget is at SIDECAR_MAX_QUEUE_DEPTH."""
 
+    reason = "queue_full"
+
 
 class ShedError(OverloadedError):
     """A sheddable request (negative priority) found the budget full, or vLLM saturated:
     refused at once, never queued."""
 
+    reason = "shed"
+
 
 class EngineSaturatedError(OverloadedError):
     """vLLM reported saturation for the whole queue timeout."""
+
+    reason = "engine_saturated"
 
 
 class UpstreamError(SidecarError):
     """vLLM could not be reached or broke the connection."""
 
     status = HTTPStatus.BAD_GATEWAY
+    reason = "upstream_error"
 
 
 class UpstreamTimeoutError(UpstreamError):

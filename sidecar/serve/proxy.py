@@ -20,19 +20,12 @@ from sidecar.cost.prediction import with_kv_bytes
 from sidecar.cost.request_body import BodyPolicy, RequestBody, parse_request_body
 from sidecar.errors import (
     BodyTooLargeError,
-    EngineSaturatedError,
-    ImageError,
     InvalidRequestError,
-    LargerThanBudgetError,
-    OverloadedError,
-    QueueFullError,
     RequestTimeoutError,
-    ShedError,
     SidecarError,
     UpstreamError,
     UpstreamTimeoutError,
 )
-from sidecar.images.remote import RemoteImageFetchError, RemoteImageRefusedError
 from sidecar.observe import tracing
 from sidecar.observe.record import RequestRecord, bind_request
 from sidecar.observe.usage import UsageChunkStripper, UsageTap
@@ -298,25 +291,5 @@ async def _forward(
 
 
 def reason_for(exc: SidecarError) -> Reason:
-    """The ``reason`` label of a request that ends in ``exc``."""
-    match exc:
-        case BodyTooLargeError():
-            return Reason.BODY_TOO_LARGE
-        case EngineSaturatedError():
-            return Reason.ENGINE_SATURATED
-        case QueueFullError():
-            return Reason.QUEUE_FULL
-        case ShedError():
-            return Reason.SHED
-        case LargerThanBudgetError():
-            return Reason.LARGER_THAN_KV_BUDGET
-        case OverloadedError():
-            return Reason.QUEUE_TIMEOUT
-        case UpstreamError():
-            return Reason.UPSTREAM_ERROR
-        case RemoteImageRefusedError() | RemoteImageFetchError():
-            return Reason.REMOTE_IMAGE
-        case ImageError():
-            return Reason.INVALID_IMAGE
-        case _:
-            return Reason.INVALID_BODY
+    """The ``reason`` label of a request that ends in ``exc``: its class's."""
+    return Reason(exc.reason)

@@ -93,6 +93,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/proxy.py
 	$(BIN)/python bench/text_estimate.py
 	$(BIN)/python bench/loop_lag.py
+	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/replay.py
 
 # Hypothesis (FUZZ_EXAMPLES per test, >100,000 cases in all) and atheris; results in docs/reliability.md.

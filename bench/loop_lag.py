@@ -28,6 +28,7 @@ import statistics
 import sys
 import time
 from multiprocessing.connection import Connection
+from typing import Any
 
 import aiohttp
 import orjson
@@ -45,14 +46,15 @@ TARGET_EXTRA_MS = 10.0
 CONCURRENT_IMAGE_REQUESTS = 6
 
 
-def serve(conn: Connection, upstream_url: str) -> None:
-    """Child process: a stand-in (no ``upstream_url``) or a sidecar, until told to stop."""
+def serve(conn: Connection, upstream_url: str, overrides: dict[str, Any] | None = None) -> None:
+    """Child process: a stand-in (no ``upstream_url``) or a sidecar (its settings changed by
+    ``overrides``), until told to stop."""
     sys.stderr = open("/dev/null", "w")  # noqa: SIM115 - lives as long as the process
     configure_logging("info", LogFormat.JSON)
-    uvloop.run(_serve(conn, upstream_url))
+    uvloop.run(_serve(conn, upstream_url, overrides or {}))
 
 
-async def _serve(conn: Connection, upstream_url: str) -> None:
+async def _serve(conn: Connection, upstream_url: str, overrides: dict[str, Any]) -> None:
     loop = asyncio.get_running_loop()
     if not upstream_url:
         # A context that holds thousands of images at the stand-in's flat per-image guess.
@@ -68,6 +70,7 @@ async def _serve(conn: Connection, upstream_url: str) -> None:
         port=0,
         metrics_port=0,
         engine_poll_seconds=0,
+        **overrides,
     )
     async with running_sidecar(settings) as sidecar:
         tune_interpreter_for_latency()  # as ``vlm-sidecar serve`` does
@@ -75,10 +78,12 @@ async def _serve(conn: Connection, upstream_url: str) -> None:
         await loop.run_in_executor(None, conn.recv)
 
 
-def start(upstream_url: str = "") -> tuple[multiprocessing.process.BaseProcess, Connection]:
+def start(
+    upstream_url: str = "", overrides: dict[str, Any] | None = None
+) -> tuple[multiprocessing.process.BaseProcess, Connection]:
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
-    child = context.Process(target=serve, args=(theirs, upstream_url), daemon=True)
+    child = context.Process(target=serve, args=(theirs, upstream_url, overrides), daemon=True)
     child.start()
     if not ours.poll(60):
         raise RuntimeError("a child server did not start")

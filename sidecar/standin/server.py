@@ -73,6 +73,17 @@ class StandinState:
         self.registry = make_registry(lambda: self.config, self.counters)
         self.closing = False
         self.prefix_cache = PrefixCache()
+        self._streams_flowing = asyncio.Event()
+        self._streams_flowing.set()
+
+    def hold_streams(self) -> None:
+        """From now on, SSE answers send their first event and then wait, open, until
+        ``release_streams()`` (a benchmark holds thousands of streams open at once this way)."""
+        self._streams_flowing.clear()
+
+    def release_streams(self) -> None:
+        """Let every held stream, and every later one, run to its end."""
+        self._streams_flowing.set()
 
     def set_healthy(self, healthy: bool) -> None:
         self.config = dataclasses.replace(self.config, healthy=healthy)
@@ -169,12 +180,18 @@ def _anthropic(request: web.Request) -> bool:
 
 
 async def _stream(
-    request: web.Request, events: list[bytes], delay_seconds: float, reset_after: int | None
+    request: web.Request,
+    events: list[bytes],
+    delay_seconds: float,
+    reset_after: int | None,
+    flowing: asyncio.Event,
 ) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": SSE_CONTENT_TYPE})
     try:
         await response.prepare(request)
         for index, event in enumerate(events):
+            if index:
+                await flowing.wait()  # returns at once unless streams are held
             if index and delay_seconds:
                 await asyncio.sleep(delay_seconds)
             if index == reset_after:
@@ -236,7 +253,9 @@ async def _answer(request: web.Request, state: StandinState, raw: bytes) -> web.
         delay = fault.chunk_delay_seconds
         delay = config.chunk_delay_seconds if delay is None else delay
         events = malformed(events) if fault.malformed else events
-        return await _stream(request, events, delay, fault.reset_after_chunks)
+        return await _stream(
+            request, events, delay, fault.reset_after_chunks, state._streams_flowing
+        )
     payload = orjson.dumps(json_answer(config, completion))
     if fault.malformed:
         payload = payload[: len(payload) // 2]

@@ -327,6 +327,22 @@ async def test_standin_spaces_sse_events_by_the_chunk_delay(
     assert time.monotonic() - started >= (events - 1) * 0.02
 
 
+async def test_standin_holds_streams_open_after_their_first_event_until_released(
+    standin: StandinServer, session: aiohttp.ClientSession
+) -> None:
+    standin.hold_streams()
+    body = BODIES[CHAT] | {"stream": True}
+    async with session.post(standin.url + CHAT, json=body) as response:
+        first = await response.content.readuntil(b"\n\n")
+        assert sse_data(first)
+        rest = asyncio.ensure_future(response.content.read())
+        await asyncio.sleep(0.1)
+        assert not rest.done()  # held open, nothing more sent
+        standin.release_streams()
+        tail = await asyncio.wait_for(rest, 5)
+    assert sse_data(tail)[-1] == b"[DONE]"
+
+
 @pytest.mark.parametrize("stream", [True, False], ids=["sse", "json"])
 async def test_standin_resets_the_connection_mid_answer_for_a_reset_fault(
     standin: StandinServer, session: aiohttp.ClientSession, stream: bool

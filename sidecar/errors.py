@@ -71,6 +71,9 @@ class SidecarError(Exception):
     # The ``Reason`` value (``admission.decision``, a later stage) a request that ends in
     # this error is logged and counted under; a refused body unless a class says otherwise.
     reason: ClassVar[str] = "invalid_body"
+    # False: no retry can change the answer (SDKs read ``x-should-retry: false``); None: the
+    # answer does not say.
+    retryable: ClassVar[bool | None] = None
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -166,6 +169,7 @@ class LargerThanBudgetError(SidecarError):
 
     status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
     reason = "larger_than_kv_budget"
+    retryable = False
 
 
 # Every 429 is this replica's load, never the request's size: a gateway may retry it elsewhere.

@@ -20,7 +20,6 @@ import orjson
 from aiohttp import web
 
 from sidecar.errors import (
-    LargerThanBudgetError,
     OverloadedError,
     RequestTimeoutError,
     SidecarError,
@@ -111,7 +110,7 @@ def response_for_error(
         param=exc.param,
         api=api,
         retry_after_seconds=exc.retry_after_seconds if isinstance(exc, OverloadedError) else None,
-        retryable=False if isinstance(exc, LargerThanBudgetError) else None,
+        retryable=exc.retryable,
         headers=headers,
         error_type=exc.error_type,
     )

@@ -10,6 +10,7 @@ import pytest
 
 from sidecar import errors
 from sidecar.errors import (
+    LargerThanBudgetError,
     NotBase64Error,
     OverloadedError,
     QueueFullError,
@@ -105,3 +106,9 @@ def test_a_raised_error_is_typed_as_a_refusal_of_its_status_is(
     raised = orjson.loads(response_for_error(error).body)["error"]
     refused = orjson.loads(error_response(error_class.status, "why").body)["error"]
     assert (raised["type"], raised["code"]) == (refused["type"], refused["code"])
+
+
+def test_an_error_no_retry_can_change_tells_clients_so_and_others_do_not() -> None:
+    never = response_for_error(LargerThanBudgetError("larger than the whole budget")).headers
+    assert (never["x-should-retry"], never["x-vlm-sidecar-retry-scope"]) == ("false", "none")
+    assert "x-should-retry" not in response_for_error(NotBase64Error("not base64")).headers

@@ -33,6 +33,7 @@ from sidecar.advisor.records import read_traffic_log
 from sidecar.advisor.replay import replay
 from sidecar.advisor.report import summarize
 from sidecar.advisor.repricing import Candidate
+from sidecar.observe.traffic_format import COST_FIELDS, OWN_FIELDS, header_line
 
 MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
 LIMIT_SECONDS = 10.0
@@ -53,7 +54,7 @@ def write_log(path: Path, requests: int, rate: float, seed: int = 14) -> None:
     pool = sizes(rng)
     weights = [8] * len(PHOTOS) + [6] * len(SCREENS) + [5] * len(FRAMES) + [4] * len(SMALL)
     weights += [1] * (len(pool) - len(weights))
-    header = {"kind": "settings", "format": 1, "settings": {"model": MODEL}}
+    header = header_line({"model": MODEL}, 0.0)
     with path.open("wb") as out:
         out.write(orjson.dumps(header) + b"\n")
         arrival = 1_800_000_000.0
@@ -69,28 +70,11 @@ def write_log(path: Path, requests: int, rate: float, seed: int = 14) -> None:
                     images.append([width, height, "jpeg", "data"])
             output = rng.choice((None, 256, 512, 1024, 2048))
             held = round(rng.uniform(0.2, 8.0), 3)
-            line = {
-                "id": f"r{number}",
-                "t": round(arrival, 6),
-                "route": "chat_completions",
-                "model": MODEL,
-                "decision": "admit",
-                "reason": "within_budget",
-                "wait": 0.0,
-                "dur": held,
-                "held": held,
-                "img": images,
-                "text": rng.randint(20, 400) * 2,
-                "exact": False,
-                "out": output or 1024,
-                "out_req": output,
-                "n": 1,
-                "seqs": 1,
-                "kv_held": True,
-                "visual": 0,
-                "prompt": 0,
-                "kv": 0,
-            }
+            own = (f"r{number}", round(arrival, 6), "chat_completions", MODEL, "admit")
+            own += ("within_budget", 0.0, held, held)
+            cost = (images, rng.randint(20, 400) * 2, False, output or 1024, output)
+            cost += (1, 1, True, 0, 0, 0)
+            line = dict(zip((*OWN_FIELDS, *COST_FIELDS), (*own, *cost), strict=True))
             out.write(orjson.dumps(line) + b"\n")
 
 

@@ -31,7 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: tests/ is importable
 
-from sidecar.cost.pricer import Pricer, PricingPolicy  # noqa: E402
+from sidecar.cost.assembly import PricingPolicy  # noqa: E402
+from sidecar.cost.pricer import Pricer  # noqa: E402
 from sidecar.cost.request_body import parse_request_body  # noqa: E402
 from sidecar.cost.text_tokens import PromptCounter  # noqa: E402
 from sidecar.profiles import load_profile  # noqa: E402

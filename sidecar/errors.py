@@ -4,7 +4,7 @@ Two roots: ``SidecarError`` is one request's failure and always becomes an HTTP 
 (``serve.responses`` maps it); ``ConfigurationError`` stops start-up and never reaches a
 client. The hierarchy::
 
-    SidecarError                      carries status, error type, param
+    SidecarError                      carries status, error type, reason, param
     ├── InvalidRequestError           400  the client's body is wrong
     │   ├── ImageError                400  one image cannot be priced
     │   │   ├── NotBase64Error               the payload is not strict base64
@@ -28,23 +28,56 @@ client. The hierarchy::
 
     ConfigurationError                a setting or model profile is invalid (start-up only)
 
-Each ``type`` is a name in the style vLLM gives its own (``BadRequestError``,
-``NotFoundError``, ``PermissionDeniedError``; ``RateLimitError`` and the others where vLLM
-never answers with that status), never an HTTP reason phrase.
+Each ``type`` follows from the status (``ERROR_TYPES``), a name in the style vLLM gives its own
+(``BadRequestError``, ``NotFoundError``, ``PermissionDeniedError``; ``RateLimitError`` and the
+others where vLLM never answers with that status), never an HTTP reason phrase.
 Outcomes that are not failures (admit, downscale, wait) are values, see ``admission``.
 """
 
 from __future__ import annotations
 
+import re
 from http import HTTPStatus
-from typing import Self
+from typing import ClassVar, Self
+
+# vLLM's own names where it answers with the status; the same style where it never does.
+ERROR_TYPES = {
+    400: "BadRequestError",
+    403: "PermissionDeniedError",
+    404: "NotFoundError",
+    408: "RequestTimeoutError",
+    413: "RequestTooLargeError",
+    422: "UnprocessableEntityError",
+    429: "RateLimitError",
+    500: "InternalServerError",
+    501: "NotImplementedError",
+    502: "BadGatewayError",
+    503: "ServiceUnavailableError",
+    504: "GatewayTimeoutError",
+}
+
+
+def error_type_for(status: int) -> str:
+    """The ``type`` for a status, as vLLM names its errors."""
+    words = re.findall(r"[A-Za-z]+", HTTPStatus(status).phrase)
+    return ERROR_TYPES.get(status) or "".join(w[:1].upper() + w[1:] for w in words) + "Error"
 
 
 class SidecarError(Exception):
-    """Base of every error the sidecar raises on purpose."""
+    """Base of every error the sidecar raises on purpose; its ``type`` follows its status."""
 
-    status: int = HTTPStatus.INTERNAL_SERVER_ERROR
-    error_type: str = "InternalServerError"
+    status: ClassVar[int] = HTTPStatus.INTERNAL_SERVER_ERROR
+    error_type: ClassVar[str] = error_type_for(HTTPStatus.INTERNAL_SERVER_ERROR)
+    # The ``Reason`` value (``admission.decision``, a later stage) a request that ends in
+    # this error is logged and counted under; a refused body unless a class says otherwise.
+    reason: ClassVar[str] = "invalid_body"
+    # False: no retry can change the answer (SDKs read ``x-should-retry: false``); None: the
+    # answer does not say.
+    retryable: ClassVar[bool | None] = None
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.error_type = error_type_for(cls.status)
 
     def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
@@ -62,11 +95,12 @@ class InvalidRequestError(SidecarError):
     """The request body cannot be served as sent."""
 
     status = HTTPStatus.BAD_REQUEST
-    error_type = "BadRequestError"
 
 
 class ImageError(InvalidRequestError):
     """One image cannot be read or priced."""
+
+    reason = "invalid_image"
 
     def __init__(self, message: str, *, param: str | None = "image_url") -> None:
         super().__init__(message, param=param)
@@ -108,28 +142,25 @@ class AdminRouteError(SidecarError):
     """One of vLLM's admin routes, refused unless SIDECAR_ADMIN_ROUTES=pass."""
 
     status = HTTPStatus.FORBIDDEN
-    error_type = "PermissionDeniedError"
 
 
 class UnknownRouteError(SidecarError):
     """A route the sidecar cannot price, refused unless SIDECAR_UNKNOWN_ROUTES=pass."""
 
     status = HTTPStatus.NOT_FOUND
-    error_type = "NotFoundError"
 
 
 class RequestTimeoutError(SidecarError):
     """The client did not send its whole body within SIDECAR_CLIENT_READ_TIMEOUT_SECONDS."""
 
     status = HTTPStatus.REQUEST_TIMEOUT
-    error_type = "RequestTimeoutError"
 
 
 class BodyTooLargeError(SidecarError):
     """The request body exceeds SIDECAR_MAX_BODY_BYTES."""
 
     status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
-    error_type = "RequestTooLargeError"
+    reason = "body_too_large"
 
 
 class LargerThanBudgetError(SidecarError):
@@ -137,7 +168,8 @@ class LargerThanBudgetError(SidecarError):
     with the same budget, will ever serve it, so clients are told not to retry."""
 
     status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
-    error_type = "RequestTooLargeError"
+    reason = "larger_than_kv_budget"
+    retryable = False
 
 
 # Every 429 is this replica's load, never the request's size: a gateway may retry it elsewhere.
@@ -148,7 +180,7 @@ class OverloadedError(SidecarError):
     """The in-flight KV budget stayed full for the whole queue timeout."""
 
     status = HTTPStatus.TOO_MANY_REQUESTS
-    error_type = "RateLimitError"
+    reason = "queue_timeout"
 
     def __init__(self, message: str, *, retry_after_seconds: int) -> None:
         super().__init__(f"{message} ({OTHER_REPLICA})")
@@ -158,28 +190,33 @@ class OverloadedError(SidecarError):
 class QueueFullError(OverloadedError):
     """The queue for the in-flight budget is at SIDECAR_MAX_QUEUE_DEPTH."""
 
+    reason = "queue_full"
+
 
 class ShedError(OverloadedError):
     """A sheddable request (negative priority) found the budget full, or vLLM saturated:
     refused at once, never queued."""
 
+    reason = "shed"
+
 
 class EngineSaturatedError(OverloadedError):
     """vLLM reported saturation for the whole queue timeout."""
+
+    reason = "engine_saturated"
 
 
 class UpstreamError(SidecarError):
     """vLLM could not be reached or broke the connection."""
 
     status = HTTPStatus.BAD_GATEWAY
-    error_type = "BadGatewayError"
+    reason = "upstream_error"
 
 
 class UpstreamTimeoutError(UpstreamError):
     """vLLM did not answer in time."""
 
     status = HTTPStatus.GATEWAY_TIMEOUT
-    error_type = "GatewayTimeoutError"
 
 
 class ConfigurationError(Exception):

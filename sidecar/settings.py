@@ -477,6 +477,17 @@ class Settings(BaseSettings):
             return next(str(c) for c in alias.choices if str(c).startswith(ENV_PREFIX))
         return ENV_PREFIX + field.upper()
 
+    @property
+    def trusts_request_mm_kwargs(self) -> bool:
+        """Whether a request's own ``mm_processor_kwargs`` are priced with (and forwarded)
+        rather than refused as vLLM refuses them: vLLM trusts them
+        (SIDECAR_TRUST_REQUEST_MM_KWARGS), or the sidecar downscales through them, which
+        needs vLLM to trust them."""
+        return (
+            self.trust_request_mm_kwargs
+            or self.downscale_method is DownscaleMethod.PROCESSOR_KWARGS
+        )
+
     def kv_budget_auto_fraction(self) -> float | None:
         """The fraction of vLLM's KV pool to use, when the budget is ``auto[:FRACTION]``."""
         if not isinstance(self.kv_budget_bytes, str):

@@ -15,6 +15,7 @@ otherwise it rejects with a message naming the budget, the predicted value and t
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from http import HTTPStatus
@@ -95,6 +96,16 @@ REASON_DECISIONS: dict[Reason, frozenset[Decision]] = {
 }
 
 
+def after_hold(decision: Decision, reason: Reason, hold: Reason) -> tuple[Decision, Reason]:
+    """What a request that was held (``hold``: the ledger's full budget, the saturation
+    gate) and then forwarded is recorded as: an admit becomes a wait, for the hold's reason; a
+    downscale stays a downscale, its reason the budget it broke. Serving's records, the
+    replay's outcomes and its tally all record a hold this way."""
+    if decision is Decision.ADMIT:
+        return Decision.WAIT, hold
+    return decision, reason
+
+
 @dataclass(frozen=True, slots=True)
 class Admit:
     """Forward as sent."""
@@ -141,43 +152,97 @@ class Reject:
 Verdict = Admit | Downscale | Wait | Reject
 
 
+def too_many_images(budgets: Budgets, images: int) -> bool:
+    """Whether a request of ``images`` images breaks SIDECAR_MAX_IMAGES_PER_REQUEST, the first
+    check, which no downscale can satisfy."""
+    limit = budgets.max_images_per_request
+    return limit is not None and images > limit
+
+
+def images_violation(
+    budgets: Budgets, pixels: Iterable[int], tokens: Sequence[int], visual_tokens: int
+) -> Reason | None:
+    """The first broken budget that the text cannot change, given each image's pixels and
+    tokens and the request's visual tokens: pixels per image, tokens per image, then visual
+    tokens per request. The replay's fast path asks this once per set of images."""
+    limit = budgets.max_image_pixels
+    if limit is not None and any(image > limit for image in pixels):
+        return Reason.MAX_IMAGE_PIXELS
+    limit = budgets.max_image_tokens
+    if limit is not None and any(image > limit for image in tokens):
+        return Reason.MAX_IMAGE_TOKENS
+    limit = budgets.max_request_visual_tokens
+    if limit is not None and visual_tokens > limit:
+        return Reason.MAX_REQUEST_VISUAL_TOKENS
+    return None
+
+
+def text_violation(budgets: Budgets, longest_prompt_tokens: int, kv_bytes: int) -> Reason | None:
+    """The first broken budget that the text can change, checked after ``images_violation``
+    found none: prompt tokens, then KV bytes."""
+    limit = budgets.max_request_prompt_tokens
+    if limit is not None and longest_prompt_tokens > limit:
+        return Reason.MAX_REQUEST_PROMPT_TOKENS
+    limit = budgets.max_request_kv_bytes
+    if limit is not None and kv_bytes > limit:
+        return Reason.MAX_REQUEST_KV_BYTES
+    return None
+
+
+def prediction_images_violation(prediction: RequestPrediction, budgets: Budgets) -> Reason | None:
+    """``images_violation`` of a prediction."""
+    return images_violation(
+        budgets,
+        [image.pixels for image in prediction.images],
+        [image.tokens.tokens for image in prediction.images],
+        prediction.visual_tokens,
+    )
+
+
 def find_violation(prediction: RequestPrediction, budgets: Budgets) -> tuple[Reason, str] | None:
     """The first broken per-image or per-request budget, with a message naming it."""
+    reason = prediction_images_violation(prediction, budgets) or text_violation(
+        budgets, prediction.longest_prompt_tokens, prediction.kv_bytes
+    )
+    return None if reason is None else (reason, _violation_message(reason, prediction, budgets))
+
+
+def _violation_message(reason: Reason, prediction: RequestPrediction, budgets: Budgets) -> str:
+    """What the rejection says about the broken budget ``reason``."""
     total = len(prediction.images)
-    for image in prediction.images:
-        limit = budgets.max_image_pixels
-        if limit is not None and image.pixels > limit:
-            return Reason.MAX_IMAGE_PIXELS, (
-                f"{image.describe(total)} has {image.pixels:,} pixels; "
-                f"SIDECAR_MAX_IMAGE_PIXELS is {limit:,}"
-            )
-    for image in prediction.images:
-        limit = budgets.max_image_tokens
-        if limit is not None and image.tokens.tokens > limit:
-            return Reason.MAX_IMAGE_TOKENS, (
-                f"{image.describe(total)} costs {image.tokens.tokens:,} tokens; "
-                f"SIDECAR_MAX_IMAGE_TOKENS is {limit:,}"
-            )
-    checks = (
-        (Reason.MAX_REQUEST_VISUAL_TOKENS, prediction.visual_tokens,
-         budgets.max_request_visual_tokens, "visual tokens"),
-        (Reason.MAX_REQUEST_PROMPT_TOKENS, prediction.longest_prompt_tokens,
-         budgets.max_request_prompt_tokens, "prompt tokens"),
-    )  # fmt: skip
-    for reason, value, limit, noun in checks:
-        if limit is not None and value > limit:
-            return reason, (
-                f"request costs {value:,} {noun}; SIDECAR_{reason.value.upper()} is {limit:,}"
-                f"{_costliest_video(prediction)}"
-            )
-    kv_limit = budgets.max_request_kv_bytes
-    if kv_limit is not None and prediction.kv_bytes > kv_limit:
-        return Reason.MAX_REQUEST_KV_BYTES, (
+    if reason is Reason.MAX_IMAGE_PIXELS:
+        limit = budgets.max_image_pixels or 0
+        image = next(i for i in prediction.images if i.pixels > limit)
+        return (
+            f"{image.describe(total)} has {image.pixels:,} pixels; "
+            f"SIDECAR_MAX_IMAGE_PIXELS is {limit:,}"
+        )
+    if reason is Reason.MAX_IMAGE_TOKENS:
+        limit = budgets.max_image_tokens or 0
+        image = next(i for i in prediction.images if i.tokens.tokens > limit)
+        return (
+            f"{image.describe(total)} costs {image.tokens.tokens:,} tokens; "
+            f"SIDECAR_MAX_IMAGE_TOKENS is {limit:,}"
+        )
+    if reason is Reason.MAX_REQUEST_KV_BYTES:
+        limit = budgets.max_request_kv_bytes or 0
+        return (
             f"request needs {format_bytes(prediction.kv_bytes)} of KV cache "
             f"({prediction.kv_bytes:,} bytes); SIDECAR_MAX_REQUEST_KV_BYTES is "
-            f"{format_bytes(kv_limit)}"
+            f"{format_bytes(limit)}"
         )
-    return None
+    if reason is Reason.MAX_REQUEST_VISUAL_TOKENS:
+        value, most, noun = (
+            prediction.visual_tokens, budgets.max_request_visual_tokens, "visual tokens"
+        )  # fmt: skip
+    else:
+        value, most, noun = (
+            prediction.longest_prompt_tokens, budgets.max_request_prompt_tokens, "prompt tokens"
+        )  # fmt: skip
+    return (
+        f"request costs {value:,} {noun}; SIDECAR_{reason.value.upper()} is {most or 0:,}"
+        f"{_costliest_video(prediction)}"
+    )
 
 
 def _costliest_video(prediction: RequestPrediction) -> str:
@@ -199,13 +264,12 @@ def decide(
     inflight_kv_bytes: int = 0,
 ) -> Verdict:
     """Admit, downscale, wait or reject one request."""
-    limit = budgets.max_images_per_request
-    if limit is not None and len(prediction.images) > limit:
+    if too_many_images(budgets, len(prediction.images)):
         return Reject(
             prediction,
             Reason.MAX_IMAGES_PER_REQUEST,
             f"request carries {len(prediction.images)} images; "
-            f"SIDECAR_MAX_IMAGES_PER_REQUEST is {limit}",
+            f"SIDECAR_MAX_IMAGES_PER_REQUEST is {budgets.max_images_per_request}",
         )
     violation = find_violation(prediction, budgets)
     if violation is None:

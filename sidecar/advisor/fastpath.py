@@ -9,8 +9,10 @@ from each image's price, and so is its plan where no request-level image budget 
 (each image is then planned on its own): thousands of shapes are combinations of a few
 dozen sizes. A request whose text could change the downscale plan, a request with several
 prompts or its own pixel range, and the ``processor_kwargs`` method take ``decide`` itself.
+The budget checks themselves are the decision's (``too_many_images``, ``images_violation``,
+``text_violation``): only the order of the steps around them is written here, and
 ``tests/unit/advisor/test_fastpath.py`` checks the two paths agree on random traffic under
-random budgets.
+random budgets and at every budget's boundary.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from sidecar.admission.budgets import Budgets
-from sidecar.admission.decision import Decision, Reason, find_violation
+from sidecar.admission.decision import (
+    Decision,
+    Reason,
+    images_violation,
+    prediction_images_violation,
+    text_violation,
+    too_many_images,
+)
 from sidecar.admission.downscale import ImageResize, plan_downscale, resize_images
 from sidecar.advisor.priced import Priced
 from sidecar.advisor.records import RecordedCost, RecordedImage
@@ -33,11 +42,7 @@ _UNLIMITED = 1 << 62
 # Enum members read once: a class attribute lookup per request adds up over millions.
 _ADMIT, _DOWNSCALE, _REJECT = Decision.ADMIT, Decision.DOWNSCALE, Decision.REJECT
 _WITHIN, _TOO_MANY = Reason.WITHIN_BUDGET, Reason.MAX_IMAGES_PER_REQUEST
-_PROMPT, _KV, _LARGER = (
-    Reason.MAX_REQUEST_PROMPT_TOKENS,
-    Reason.MAX_REQUEST_KV_BYTES,
-    Reason.LARGER_THAN_KV_BUDGET,
-)
+_LARGER = Reason.LARGER_THAN_KV_BUDGET
 
 
 @dataclass(slots=True)
@@ -90,10 +95,6 @@ class FastPath:
         self._hands_over = budgets.downscale and budgets.downscale_with_processor_kwargs
         self._total = budgets.kv_budget_bytes
         self._largest = budgets.kv_budget_bytes_per_engine if self._total > 0 else _UNLIMITED
-        # The checks that do not read the text: per image, and the request's visual tokens.
-        self._without_text = replace(
-            budgets, max_request_prompt_tokens=None, max_request_kv_bytes=None
-        )
 
     @property
     def shapes(self) -> int:
@@ -132,15 +133,14 @@ class FastPath:
         if shape.too_many:
             return Priced(_REJECT, _TOO_MANY, visual, prompt, kv, images)
         reason = shape.violation
+        if reason is None and (prompt > self._prompt_limit or kv > self._kv_limit):
+            # Some text budget is broken: which one is the decision's to say. Asked only then,
+            # a call per request being a tenth of the replay's pricing.
+            reason = text_violation(self.budgets, prompt, kv)
         if reason is None:
-            if prompt > self._prompt_limit:
-                reason = _PROMPT
-            elif kv > self._kv_limit:
-                reason = _KV
-            elif kv > self._largest:
+            if kv > self._largest:
                 return Priced(_REJECT, _LARGER, visual, prompt, kv, images)
-            else:
-                return Priced(_ADMIT, _WITHIN, visual, prompt, kv, images)
+            return Priced(_ADMIT, _WITHIN, visual, prompt, kv, images)
         if not self._downscale:
             return Priced(_REJECT, reason, visual, prompt, kv, images)
         fixed = prompt - shape.image_tokens
@@ -158,7 +158,7 @@ class FastPath:
         kept, tokens, wrappers, cross, late, shrunk = plan
         new_prompt = prompt - shape.image_tokens - shape.image_wrappers + tokens + wrappers
         new_kv = self._request_kv(cost, new_prompt, output, cross)
-        if late is not None or new_prompt > self._prompt_limit or new_kv > self._kv_limit:
+        if late is not None or text_violation(self.budgets, new_prompt, new_kv) is not None:
             return Priced(_REJECT, reason, visual, prompt, kv, images)  # still over a budget
         new_visual = tokens + shape.media_tokens
         if new_kv > self._largest:
@@ -187,8 +187,6 @@ class FastPath:
         base = self._predict(replace(cost, text_tokens=0))
         if isinstance(base, Reason):
             return base
-        limit = self.budgets.max_images_per_request
-        found = find_violation(base, self._without_text)
         return _Shape(
             source=cost,
             parts=None,
@@ -199,14 +197,14 @@ class FastPath:
             media_tokens=base.media_tokens,
             image_wrappers=sum(i.tokens.wrapper_tokens for i in base.images),
             cross=base.cross_attention_tokens,
-            too_many=limit is not None and len(base.images) > limit,
-            violation=None if found is None else found[0],
+            too_many=too_many_images(self.budgets, len(base.images)),
+            violation=prediction_images_violation(base, self.budgets),
             prediction=base,
         )
 
     def _composed(self, cost: RecordedCost) -> _Shape | Reason:
-        """Images alone, summed from each image's price (``predict`` and ``find_violation``
-        at text 0, written for this case: a request's images are priced one by one)."""
+        """Images alone, summed from each image's price (``predict`` at text 0, written for
+        this case: a request's images are priced one by one)."""
         parts = []
         for image in cost.images:
             part = self._images.get(image)
@@ -218,8 +216,6 @@ class FastPath:
         tokens = tuple([part.tokens.tokens for part in parts])
         image_tokens = sum(tokens)
         wrappers = sum([part.tokens.wrapper_tokens for part in parts])
-        budgets = self.budgets
-        limit = budgets.max_images_per_request
         return _Shape(
             source=cost,
             parts=tuple(parts),
@@ -230,23 +226,11 @@ class FastPath:
             media_tokens=0,
             image_wrappers=wrappers,
             cross=sum([part.tokens.cross_attention_tokens for part in parts]),
-            too_many=limit is not None and len(parts) > limit,
-            violation=self._image_violation(parts, tokens),
+            too_many=too_many_images(self.budgets, len(parts)),
+            violation=images_violation(
+                self.budgets, [part.pixels for part in parts], tokens, image_tokens
+            ),
         )
-
-    def _image_violation(self, parts: Sequence[ImageCost], tokens: Sequence[int]) -> Reason | None:
-        """``find_violation`` without the text, for images alone: pixels, tokens, visual."""
-        budgets = self.budgets
-        most_pixels = budgets.max_image_pixels
-        if most_pixels is not None and any(part.pixels > most_pixels for part in parts):
-            return Reason.MAX_IMAGE_PIXELS
-        most_tokens = budgets.max_image_tokens
-        if most_tokens is not None and any(t > most_tokens for t in tokens):
-            return Reason.MAX_IMAGE_TOKENS
-        visual = budgets.max_request_visual_tokens
-        if visual is not None and sum(tokens) > visual:
-            return Reason.MAX_REQUEST_VISUAL_TOKENS
-        return None
 
     def _plan(self, shape: _Shape, text: int) -> _Plan | str:
         """The downscale plan, made once for the shape (its allowance does not read the text)."""
@@ -269,14 +253,13 @@ class FastPath:
         if isinstance(plan, str):
             return plan
         smaller = plan[0].images
-        late = find_violation(plan[0], self._without_text)
         kept = tuple(i.tokens.tokens for i in smaller)
         return (
             kept,
             sum(kept),
             sum(i.tokens.wrapper_tokens for i in smaller),
             plan[0].cross_attention_tokens,
-            None if late is None else late[0],
+            prediction_images_violation(plan[0], self.budgets),
             sum(a < b for a, b in zip(kept, shape.tokens, strict=True)),
         )
 
@@ -312,6 +295,6 @@ class FastPath:
             sum(kept),
             sum([part.tokens.wrapper_tokens for part in planned]),
             sum([part.tokens.cross_attention_tokens for part in planned]),
-            self._image_violation(planned, kept),
+            images_violation(self.budgets, [part.pixels for part in planned], kept, sum(kept)),
             sum([a < b for a, b in zip(kept, tokens, strict=True)]),
         )

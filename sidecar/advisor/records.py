@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 
+from sidecar.observe.traffic_format import FIRST_COST_FIELD, HEADER_KIND, OWN_FIELDS, TAG_FIELDS
+
 # (width, height, format, source); width and height are None for an image of unknown size.
 RecordedImage = tuple[int | None, int | None, str | None, str]
 # (kind, tokens, wrapper tokens, priced at the allowance): a video's own figures; audio and
@@ -92,7 +94,7 @@ def parse_record(
     image lists already read, so that equal ones are one object (``_cost``)."""
     return _record(
         line,
-        _cost(line, {} if images is None else images) if "img" in line else None,
+        _cost(line, {} if images is None else images) if FIRST_COST_FIELD in line else None,
         int(line.get("visual", 0)),
         int(line.get("prompt", 0)),
         int(line.get("kv", 0)),
@@ -167,15 +169,16 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
     records: list[TrafficRecord] = []
     settings: dict[str, Any] | None = None
     headers = skipped = 0
-    # The writer puts the request's own fields first and its cost after them, from "img" on:
-    # lines with equal tails have equal costs, read once and shared (``_shareable``).
+    # The writer puts the request's own fields first and its cost after them, from
+    # FIRST_COST_FIELD on: lines with equal tails have equal costs, read once and shared
+    # (``_shareable``).
     tails: dict[bytes, _Shared] = {}
     images: dict[tuple[RecordedImage, ...], tuple[RecordedImage, ...]] = {}
     in_order = True
     latest = -math.inf
     for raw in lines:
         try:
-            at = raw.find(b'"img":')
+            at = raw.find(_COST_STARTS)
             tail = raw[at:]
             seen = tails.get(tail) if at > 0 else None
             if seen is not None and (head := _head(raw, at)) is not None:
@@ -183,7 +186,7 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
                 record = _record(head, *seen)
             else:
                 line = orjson.loads(raw)
-                if line.get("kind") == "settings":
+                if line.get("kind") == HEADER_KIND:
                     settings, headers = dict(line["settings"]), headers + 1
                     continue
                 record = parse_record(line, images)
@@ -216,14 +219,14 @@ def parse_lines(lines: Iterable[bytes]) -> TrafficLogContents:
 _COMMA = ord(",")
 # What a tail gives every line ending in it: the cost and the recorded price.
 _Shared = tuple[RecordedCost | None, int, int, int]
-_OWN = ("id", "t", "route", "model", "decision", "reason", "wait", "dur", "held")
-_TAGS = ("obj", "prio", "tenant")  # own fields too, written after the others when present
+_COST_STARTS = f'"{FIRST_COST_FIELD}":'.encode()
+_OWN, _TAGS = OWN_FIELDS, TAG_FIELDS  # tags are own fields too, written only when present
 
 
 def _head(raw: bytes, at: int) -> dict[str, Any] | None:
     """The line's own fields, from the text before its cost (which starts at ``at``); None
     unless that text is the request's own fields and nothing else (a cost field written
-    before "img" would make this line's cost differ from the shared tail's)."""
+    before FIRST_COST_FIELD would make this line's cost differ from the shared tail's)."""
     if raw[at - 1] != _COMMA:
         return None
     try:
@@ -241,7 +244,7 @@ def _shareable(line: dict[str, Any], tail: bytes) -> bool:
     which a parser reads as the last one), so another line's head gives that line's own
     fields. Every key is followed by a colon, and a colon outside a string is nothing else:
     a tail with as many colons as the line has cost keys holds those keys and no others."""
-    head = (*_OWN, *[tag for tag in _TAGS if tag in line], "img")
+    head = (*_OWN, *[tag for tag in _TAGS if tag in line], FIRST_COST_FIELD)
     first = tuple(itertools.islice(line, len(head)))
     return first == head and tail.count(b":") == len(line) - len(head) + 1
 

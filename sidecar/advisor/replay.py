@@ -16,7 +16,7 @@ from itertools import compress, repeat
 from operator import attrgetter, is_not
 from typing import NamedTuple, cast
 
-from sidecar.admission.decision import Decision, Reason
+from sidecar.admission.decision import Decision, Reason, after_hold
 from sidecar.admission.discipline import (
     DEFAULT_CLASS,
     NO_TAGS,
@@ -71,9 +71,8 @@ class Queued(NamedTuple):
         refused = FATE_REASONS.get(fate)
         if refused is not None:
             return Outcome(Decision.REJECT, refused, answer, wait)
-        if answer.decision is Decision.ADMIT:
-            return Outcome(Decision.WAIT, Reason.KV_BUDGET_FULL, answer, wait)
-        return Outcome(answer.decision, answer.reason, answer, wait)
+        decision, reason = after_hold(answer.decision, answer.reason, Reason.KV_BUDGET_FULL)
+        return Outcome(decision, reason, answer, wait)
 
 
 @dataclass(frozen=True)

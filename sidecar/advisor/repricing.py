@@ -21,15 +21,16 @@ from sidecar.advisor.cached_rule import CachedKv, CachedRule
 from sidecar.advisor.fastpath import FastPath
 from sidecar.advisor.priced import Priced
 from sidecar.advisor.records import RecordedCost, RecordedImage
-from sidecar.cost.prediction import (
-    ImageCost,
-    RequestPrediction,
-    VideoCost,
-    predict_request,
+from sidecar.cost.assembly import (
+    PricingPolicy,
+    assemble_prediction,
+    image_cost,
+    media_prompt_tokens,
 )
-from sidecar.errors import ConfigurationError, ImageError
+from sidecar.cost.prediction import ImageCost, RequestPrediction, VideoCost
+from sidecar.errors import ConfigurationError, ImageError, InvalidRequestError
 from sidecar.profiles import ModelProfile, ProfileOverrides, load_profile
-from sidecar.settings import DownscaleMethod, RemoteImages, Settings
+from sidecar.settings import Settings
 from sidecar.video import VideoTokens
 from sidecar.vision import VisionRule
 
@@ -45,15 +46,12 @@ class Candidate:
 
     def __init__(self, settings: Settings, profile: ModelProfile | None = None) -> None:
         self.settings = settings
+        self.policy = PricingPolicy.from_settings(settings)
         loaded = profile or load_profile(settings.model, ProfileOverrides.from_settings(settings))
         self.profile = replace(loaded, kv=CachedKv.of(loaded.kv))
         self.budgets: Budgets = Budgets.from_settings(settings, self.profile)
         # vLLM's max_model_len is read live; a replay has the model's context.
         self.context_tokens = self.profile.max_position_embeddings
-        self.trusts_kwargs = (
-            settings.trust_request_mm_kwargs
-            or settings.downscale_method is DownscaleMethod.PROCESSOR_KWARGS
-        )
         self.vision = CachedRule(self.profile.vision)
         self._rules: dict[tuple[int | None, int | None] | None, VisionRule] = {None: self.vision}
         self._images: dict[tuple[int, RecordedImage, int], ImageCost] = {}
@@ -122,60 +120,46 @@ class Candidate:
     def predict(self, cost: RecordedCost, vision: VisionRule) -> RequestPrediction:
         """The request's prediction under the candidate, as ``Pricer.price`` makes it."""
         images = [self._image(n, image, vision) for n, image in enumerate(cost.images)]
-        policy = self.settings
+        policy = self.policy
         videos: list[VideoCost] = []
-        media_tokens: list[int] = []
         for kind, tokens, wrapper, allowance in cost.media:
             if kind == "video":
-                if allowance:
-                    tokens, wrapper = policy.video_tokens_per_item, 0
-                video_tokens = VideoTokens(tokens, wrapper, 0, (0, 0, 0))
+                video_tokens = (
+                    policy.video_allowance
+                    if allowance
+                    else VideoTokens(tokens, wrapper, 0, (0, 0, 0))
+                )
                 reason = "allowance" if allowance else None
                 videos.append(VideoCost(len(videos), "data", None, video_tokens, reason))
-                media_tokens.append(tokens + wrapper)
-            elif kind == "audio":
-                media_tokens.append(policy.audio_tokens_per_item)
-            elif policy.embeds_tokens_per_item <= 0:
-                raise _Refused(Reason.INVALID_BODY)  # vLLM's refusal of embeddings inputs
-            else:
-                media_tokens.append(policy.embeds_tokens_per_item)
-        allowances = sum(
-            t for t, m in zip(media_tokens, cost.media, strict=True) if m[0] != "video"
-        )
+        kinds = [item[0] for item in cost.media]
+        try:
+            positions = media_prompt_tokens(kinds, videos, policy)
+        except InvalidRequestError:
+            raise _Refused(Reason.INVALID_BODY) from None  # as serving refuses embeddings
         prompts = cost.prompts or (
             (cost.text_tokens, 0, tuple(range(len(images))), tuple(range(len(cost.media)))),
         )
-        visual = [
-            sum(images[i].tokens.prompt_tokens for i in prompt[2])
-            + sum(media_tokens[i] for i in prompt[3])
-            for prompt in prompts
-        ]
-        lengths = [max(p[1], v + p[0]) for p, v in zip(prompts, visual, strict=True)]
-        generating = cost.output_tokens > 0
-        prediction = predict_request(
+        return assemble_prediction(
             images,
+            videos,
+            kinds,
+            positions,
+            prompts,
             kv=self.profile.kv,
-            text_tokens=sum(length - v for length, v in zip(lengths, visual, strict=True)),
-            media_tokens=allowances,
-            output_tokens=(cost.output_requested or policy.default_output_tokens)
-            if generating
-            else 0,
+            output_tokens=policy.output_tokens(cost.output_tokens > 0, cost.output_requested),
             n=cost.n,
-            videos=videos,
             sequences=cost.sequences,
-            longest_prompt_tokens=max(lengths, default=0),
             holds_kv=cost.holds_kv,
             # As the proxy does: output cut to the context vLLM leaves it.
             context_tokens=self.context_tokens,
         )
-        return prediction
 
     def _rule(self, pixel_range: tuple[int | None, int | None] | None) -> VisionRule:
         rule = self._rules.get(pixel_range)
         if rule is None:
             if pixel_range is None:
                 rule = self.vision
-            elif not self.trusts_kwargs:
+            elif not self.settings.trusts_request_mm_kwargs:
                 raise _Refused(Reason.INVALID_BODY)  # mm_processor_kwargs refused, as vLLM does
             else:
                 try:
@@ -194,19 +178,17 @@ class Candidate:
 
     def _price_image(self, index: int, image: RecordedImage, vision: VisionRule) -> ImageCost:
         width, height, image_format, source = image
-        remote = self.settings.remote_images
-        if source == "url" and remote is RemoteImages.REJECT:
+        policy = self.policy
+        if policy.refuses_image_from(source):
             raise _Refused(Reason.INVALID_IMAGE)
-        known = source == "data" or (source == "url" and remote is RemoteImages.PROBE)
-        if width is None or height is None or not known:
-            return ImageCost(index, source, None, None, None, vision.max_image_tokens(), True)
-        if width * height > self.settings.max_decode_pixels:
+        if width is None or height is None or not policy.reads_size_from(source):
+            return image_cost(index, source, None, None, vision)
+        if width * height > policy.max_decode_pixels:
             raise _Refused(Reason.INVALID_IMAGE)
         try:
-            tokens = vision.image_tokens(width, height)
+            return image_cost(index, source, (width, height), image_format, vision)
         except ImageError:
             raise _Refused(Reason.INVALID_IMAGE) from None
-        return ImageCost(index, source, width, height, image_format, tokens)
 
 
 def with_settings(settings: Settings, **changes: object) -> Settings:

@@ -13,17 +13,13 @@ from collections import Counter
 from operator import attrgetter
 from typing import NamedTuple
 
-from sidecar.admission.decision import Decision, Reason
+from sidecar.admission.decision import Decision, Reason, after_hold
 from sidecar.advisor.replay import FATE_REASONS, ReplayResult
 
-_ADMIT, _REJECT, _WAIT, _DOWNSCALE = (
-    Decision.ADMIT,
-    Decision.REJECT,
-    Decision.WAIT,
-    Decision.DOWNSCALE,
-)
+_ADMIT, _REJECT, _DOWNSCALE = Decision.ADMIT, Decision.REJECT, Decision.DOWNSCALE
 _REFUSED_FATES, _KV_BUDGET_FULL = frozenset(FATE_REASONS), Reason.KV_BUDGET_FULL
 _DECISION, _REASON = attrgetter("decision"), attrgetter("reason")
+_DECISION_AND_REASON = attrgetter("decision", "reason")
 _VISUAL, _PROMPT, _KV = (
     attrgetter("visual_tokens"),
     attrgetter("prompt_tokens"),
@@ -73,26 +69,35 @@ def tally(result: ReplayResult) -> Tally:
     decisions.update(map(_DECISION, unpriced))
     reasons.update(map(_REASON, unpriced))
     # The ledger's, as ``Queued.outcome`` decides one request, a column at a time: a 429
-    # moves from its answer to a refusal and leaves the forwarded prices; an admit that
-    # waited becomes a wait; a downscale that waited stays one.
+    # moves from its answer to a refusal and leaves the forwarded prices; one that waited is
+    # recorded as ``after_hold`` says (an admit becomes a wait, a downscale stays one).
     queued = result.queued
     refused = [
         (fate, answer)
         for fate, answer in zip(queued.fates, queued.answers, strict=True)
         if fate in _REFUSED_FATES
     ]
-    admitted = [
-        answer
-        for fate, answer in zip(queued.fates, queued.answers, strict=True)
-        if answer.decision is _ADMIT and fate not in _REFUSED_FATES
-    ]
-    was = [answer for _, answer in refused] + admitted
+    was = [answer for _, answer in refused]
     decisions.subtract(Counter(map(_DECISION, was)))
     reasons.subtract(Counter(map(_REASON, was)))
     decisions[_REJECT] += len(refused)
     reasons.update([FATE_REASONS[fate] for fate, _ in refused])
-    decisions[_WAIT] += len(admitted)
-    reasons[_KV_BUDGET_FULL] += len(admitted)
+    held = Counter(
+        map(
+            _DECISION_AND_REASON,
+            [
+                answer
+                for fate, answer in zip(queued.fates, queued.answers, strict=True)
+                if fate not in _REFUSED_FATES
+            ],
+        )
+    )
+    for (decision, reason), count in held.items():  # a few distinct answers, many requests
+        now_decision, now_reason = after_hold(decision, reason, _KV_BUDGET_FULL)
+        decisions[decision] -= count
+        reasons[reason] -= count
+        decisions[now_decision] += count
+        reasons[now_reason] += count
     dropped = [answer for _, answer in refused]  # only forwarded answers ever queue
     for counter, field in ((visual, _VISUAL), (prompt, _PROMPT), (kv, _KV)):
         counter.subtract(Counter(map(field, dropped)))

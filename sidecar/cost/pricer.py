@@ -22,13 +22,15 @@ from dataclasses import dataclass, replace
 
 import orjson
 
-from sidecar.cost.engine_prices import EnginePrices, engine_image_tokens
-from sidecar.cost.prediction import (
-    ImageCost,
-    RequestPrediction,
-    VideoCost,
-    predict_request,
+from sidecar.cost.assembly import (
+    PricingPolicy,
+    PromptParts,
+    assemble_prediction,
+    image_cost,
+    media_prompt_tokens,
 )
+from sidecar.cost.engine_prices import EnginePrices, engine_image_tokens
+from sidecar.cost.prediction import ImageCost, RequestPrediction, VideoCost
 from sidecar.cost.request_body import RequestBody
 from sidecar.cost.route_text import exact_prompts
 from sidecar.cost.text_estimate import TemplateOverhead, estimate_sequence_tokens, overhead_for
@@ -50,8 +52,8 @@ from sidecar.images.remote import (
 )
 from sidecar.profiles import ModelProfile
 from sidecar.routes import BodyShape, Work
-from sidecar.settings import VLLM_MAX_IMAGE_PIXELS, RemoteImages, Settings
-from sidecar.video import TextTokenCounter, VideoRule, VideoTokens
+from sidecar.settings import RemoteImages
+from sidecar.video import TextTokenCounter, VideoRule
 from sidecar.video.probe import (
     VideoHeader,
     VideoPrefixUnreadable,
@@ -77,32 +79,6 @@ class _CooperativeLoop:
         if time.perf_counter() - self._since >= self.SLICE_SECONDS:
             await asyncio.sleep(0)
             self._since = time.perf_counter()
-
-
-@dataclass(frozen=True, slots=True)
-class PricingPolicy:
-    """The operator's choices that change a price."""
-
-    remote_images: RemoteImages = RemoteImages.ASSUME_MAX
-    max_decode_pixels: int = VLLM_MAX_IMAGE_PIXELS
-    video_tokens_per_item: int = 16_384
-    audio_tokens_per_item: int = 1_500
-    embeds_tokens_per_item: int = 0  # 0: embeddings inputs are refused, as vLLM does by default
-    default_output_tokens: int = 1024
-    text_chars_per_token: float = 3.0
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> PricingPolicy:
-        """The policy the settings describe."""
-        return cls(
-            remote_images=settings.remote_images,
-            max_decode_pixels=settings.max_decode_pixels,
-            video_tokens_per_item=settings.video_tokens_per_item,
-            audio_tokens_per_item=settings.audio_tokens_per_item,
-            embeds_tokens_per_item=settings.embeds_tokens_per_item,
-            default_output_tokens=settings.default_output_tokens,
-            text_chars_per_token=settings.text_chars_per_token,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +117,7 @@ class Pricer:
         fetches = {
             ref.index: asyncio.create_task(self._probe_url(ref, total))
             for ref in parsed.images
-            if ref.source is ImageSource.URL and self.policy.remote_images is RemoteImages.PROBE
+            if ref.source is ImageSource.URL and self.policy.reads_size_from(ref.source.value)
         }
         videos_in = [item for item in parsed.media if item.kind == "video"]
         reads = {
@@ -169,85 +145,29 @@ class Pricer:
             for task in (*fetches.values(), *reads.values()):
                 if not task.cancel() and not task.cancelled():
                     task.exception()  # retrieved: asyncio must not log it as never retrieved
-        media_tokens = self._media_tokens(parsed, videos)
+        kinds = [item.kind for item in parsed.media]
+        positions = media_prompt_tokens(kinds, videos, self.policy)
         texts, exact = self._text_tokens(parsed, images)
+        generate_shape = parsed.route.shape is BodyShape.GENERATE
         prompts = [
-            self._sequence_prompt(parsed, sequence, text, images, media_tokens)
+            _prompt_parts(sequence, text, generate_shape)
             for sequence, text in zip(parsed.sequences, texts, strict=True)
         ]
-        generating = parsed.work is Work.GENERATE
-        output_tokens = (
-            (parsed.max_output_tokens or self.policy.default_output_tokens) if generating else 0
-        )
-        allowances = sum(
-            tokens for index, tokens in media_tokens.items() if parsed.media[index].kind != "video"
-        )
-        prediction = predict_request(
+        prediction = assemble_prediction(
             images,
+            videos,
+            kinds,
+            positions,
+            prompts,
             kv=self.profile.kv,
-            text_tokens=sum(
-                prompt - self._visual(sequence, images, media_tokens)
-                for sequence, prompt in zip(parsed.sequences, prompts, strict=True)
+            output_tokens=self.policy.output_tokens(
+                parsed.work is Work.GENERATE, parsed.max_output_tokens
             ),
-            media_tokens=allowances,
-            output_tokens=output_tokens,
             n=parsed.n,
-            videos=videos,
             sequences=len(parsed.sequences),
-            longest_prompt_tokens=max(prompts, default=0),
             holds_kv=parsed.work is not Work.RENDER,
         )
         return replace(prediction, text_tokens_exact=exact)
-
-    def _media_tokens(self, parsed: RequestBody, videos: list[VideoCost]) -> dict[int, int]:
-        """Prompt positions of each media item (videos with their wrappers), by media index."""
-        by_video = iter(videos)
-        tokens: dict[int, int] = {}
-        for item in parsed.media:
-            if item.kind == "video":
-                cost = next(by_video).tokens
-                tokens[item.index] = cost.tokens + cost.wrapper_tokens
-            elif item.kind == "audio":
-                tokens[item.index] = self.policy.audio_tokens_per_item
-            else:
-                tokens[item.index] = self._embeds_allowance(item)
-        return tokens
-
-    def _embeds_allowance(self, item: MediaItem) -> int:
-        """An embeddings input: vLLM takes one only with --enable-mm-embeds (or
-        --enable-prompt-embeds); the sidecar, only with an allowance to price it at."""
-        if self.policy.embeds_tokens_per_item <= 0:
-            raise InvalidRequestError(
-                "You must set `--enable-mm-embeds` to input embeddings; the sidecar refuses "
-                "them unless SIDECAR_EMBEDS_TOKENS_PER_ITEM prices each one "
-                f"(embeddings input {item.index + 1})",
-                param="image_embeds",
-            )
-        return self.policy.embeds_tokens_per_item
-
-    @staticmethod
-    def _visual(
-        sequence: SequenceRef, images: list[ImageCost], media_tokens: dict[int, int]
-    ) -> int:
-        """Prompt positions of a sequence's images and media, their wrappers included."""
-        image_tokens = sum(
-            images[i].tokens.tokens + images[i].tokens.wrapper_tokens for i in sequence.images
-        )
-        return image_tokens + sum(media_tokens[i] for i in sequence.media)
-
-    def _sequence_prompt(
-        self,
-        parsed: RequestBody,
-        sequence: SequenceRef,
-        text_tokens: int,
-        images: list[ImageCost],
-        media_tokens: dict[int, int],
-    ) -> int:
-        """One sequence's prompt tokens; rendered token ids already hold the media positions."""
-        visual = self._visual(sequence, images, media_tokens)
-        if parsed.route.shape is BodyShape.GENERATE:
-            return max(sequence.token_ids, visual)
-        return visual + text_tokens + sequence.token_ids
 
     def _text_tokens(self, parsed: RequestBody, images: list[ImageCost]) -> tuple[list[int], bool]:
         """Text tokens of each sequence: exact from the model's template and tokenizer where
@@ -290,7 +210,7 @@ class Pricer:
         if ref.source is ImageSource.DATA:
             header = self._probe_inline(ref, body, total)
         elif ref.source is ImageSource.URL:
-            if self.policy.remote_images is RemoteImages.REJECT:
+            if self.policy.refuses_image_from(ref.source.value):
                 raise RemoteImageRefusedError(
                     f"image {ref.index + 1} of {total} is a URL; this server accepts inline "
                     f"(data: URI) images only (SIDECAR_REMOTE_IMAGES is reject)"
@@ -298,31 +218,14 @@ class Pricer:
             if ref.index in fetches:
                 header = await fetches[ref.index]
         if header is None:
-            return ImageCost(
-                index=ref.index,
-                source=ref.source.value,
-                width_px=None,
-                height_px=None,
-                format=None,
-                tokens=vision.max_image_tokens(),
-                assumed_max=True,
-            )
+            return image_cost(ref.index, ref.source.value, None, None, vision)
+        size = (header.width_px, header.height_px)
+        if engine is not None:  # at its bound until vLLM's own count is asked
+            return ImageCost(ref.index, ref.source.value, *size, header.format, engine.upper_bound)
         try:
-            tokens = (
-                vision.image_tokens(header.width_px, header.height_px)
-                if engine is None
-                else engine.upper_bound
-            )
+            return image_cost(ref.index, ref.source.value, size, header.format, vision)
         except ImageError as exc:
             raise exc.prefixed(f"image {ref.index + 1} of {total}") from None
-        return ImageCost(
-            index=ref.index,
-            source=ref.source.value,
-            width_px=header.width_px,
-            height_px=header.height_px,
-            format=header.format,
-            tokens=tokens,
-        )
 
     @staticmethod
     async def _engine_priced(
@@ -407,7 +310,7 @@ class Pricer:
     def _allowance(
         self, item: MediaItem, number: int, header: VideoHeader | None, reason: str
     ) -> VideoCost:
-        tokens = VideoTokens(self.policy.video_tokens_per_item, 0, 0, (0, 0, 0))
+        tokens = self.policy.video_allowance
         return VideoCost(number, item.source.value, header, tokens, allowance_reason=reason)
 
     def _timestamp_counter(self) -> TextTokenCounter | None:
@@ -450,6 +353,14 @@ def _video_data_uri(item: MediaItem, body: bytes) -> bytes | memoryview:
     if body.find(b"\\", start, end) < 0:
         return memoryview(body)[start:end]
     return str(orjson.loads(body[start - 1 : end + 1])).encode()
+
+
+def _prompt_parts(sequence: SequenceRef, text_tokens: int, generate_shape: bool) -> PromptParts:
+    """One sequence's parts; a ``generate`` body's token ids already hold its media
+    positions, so they are its floor and it has no text of its own."""
+    if generate_shape:
+        return (0, sequence.token_ids, sequence.images, sequence.media)
+    return (text_tokens + sequence.token_ids, 0, sequence.images, sequence.media)
 
 
 def _unread_reason(item: MediaItem, no_rule: bool) -> str:

@@ -86,9 +86,13 @@ _USER_AGENT = "vlm-sidecar (image header probe)"
 class RemoteImageRefusedError(ImageError):
     """Policy forbids fetching this URL: scheme, allow-list, address or redirects."""
 
+    reason = "remote_image"
+
 
 class RemoteImageFetchError(ImageError):
     """The image server could not give us the header: status, timeout, connection or size."""
+
+    reason = "remote_image"
 
 
 @dataclass(frozen=True, slots=True)

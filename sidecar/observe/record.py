@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from sidecar.admission.decision import Decision, Downscale, Reason, Reject, Verdict
+from sidecar.admission.decision import Decision, Downscale, Reason, Reject, Verdict, after_hold
 from sidecar.admission.discipline import DEFAULT_CLASS, NO_TAGS, QueueClass, QueueTags
 from sidecar.cost.prediction import RequestPrediction
 from sidecar.cost.request_body import RequestBody
@@ -76,9 +76,8 @@ class RequestRecord:
                 pass
 
     def waited(self, reason: Reason) -> None:
-        """The request was held (ledger or saturation); an admitted one is now a wait."""
-        if self.decision is Decision.ADMIT:
-            self.decision, self.reason = Decision.WAIT, reason
+        """The request was held (ledger or saturation); recorded as ``after_hold`` says."""
+        self.decision, self.reason = after_hold(self.decision, self.reason, reason)
 
     def reject(self, reason: Reason, message: str, status: int) -> None:
         """The request ends in an error answer."""

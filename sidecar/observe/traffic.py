@@ -3,9 +3,10 @@
 ``SIDECAR_TRAFFIC_LOG`` names the file (unset: off). Each line carries what re-pricing the
 request under other settings needs, and no content: image sizes (after EXIF orientation),
 formats and sources, token counts, the output tokens asked for, timings and the decision.
-docs/traffic-log.md is the contract for the fields; ``TRAFFIC_FORMAT`` is its
-version. The first line of every file (and of each start) is a ``settings`` header: the
-settings in force, so a replay changes only what it is told to.
+docs/traffic-log.md is the contract for the fields; ``observe.traffic_format`` holds their
+names, their order and the format's version. The first line of every file (and of each
+start) is a ``settings`` header: the settings in force, so a replay changes only what it is
+told to.
 
 Writing never blocks the event loop: the line is serialised on the loop (orjson, a few
 microseconds) and handed to a bounded queue; a ``QueueListener`` thread writes it through a
@@ -26,14 +27,14 @@ from typing import Any
 
 import orjson
 
+from sidecar.cost.assembly import PricingPolicy, media_prompt_tokens, prompt_visual_tokens
 from sidecar.cost.prediction import RequestPrediction, VideoCost
-from sidecar.cost.pricer import PricingPolicy
 from sidecar.cost.request_body import RequestBody
 from sidecar.observe.record import RequestRecord, prediction_error_split
+from sidecar.observe.traffic_format import header_line
 from sidecar.routes import BodyShape
 from sidecar.settings import Settings, TenantInLog
 
-TRAFFIC_FORMAT = 1
 QUEUE_LINES = 10_000
 # Settings that say where the sidecar runs, not how it prices: left out of the header.
 # The tenant salt stays out too: with it, anyone reading the log could test tenant names.
@@ -64,7 +65,8 @@ def traffic_entry(
     policy: PricingPolicy,
     tenant_in_log: Callable[[str], str] = str,
 ) -> dict[str, Any]:
-    """The traffic log line of one finished request (see docs/traffic-log.md)."""
+    """The traffic log line of one finished request (see docs/traffic-log.md), its fields
+    in ``traffic_format.LINE_ORDER``: written out here, not looked up, on every request."""
     end = record.finished_at or time.perf_counter()
     sent = record.upstream_sent_at
     entry: dict[str, Any] = {
@@ -142,7 +144,10 @@ def _sequence_fields(
     sequences = parsed.sequences
     if parsed.route.shape is BodyShape.GENERATE:
         return [[0, s.token_ids, [*s.images], [*s.media]] for s in sequences]
-    visual = [_visual_of(priced, parsed, policy, s.images, s.media) for s in sequences]
+    positions = media_prompt_tokens([item.kind for item in parsed.media], priced.videos, policy)
+    visual = [
+        prompt_visual_tokens((0, 0, s.images, s.media), priced.images, positions) for s in sequences
+    ]
     weights = [s.text_chars + s.token_ids + 1 for s in sequences]
     total, whole = priced.text_tokens, sum(weights)
     longest = max(range(len(sequences)), key=lambda n: visual[n] + total * weights[n] / whole)
@@ -154,30 +159,6 @@ def _sequence_fields(
             texts[n] = rest * weight // others if others else 0
     texts[longest] += total - sum(texts)  # rounding: the totals stay the pricer's
     return [[t, 0, [*s.images], [*s.media]] for t, s in zip(texts, sequences, strict=True)]
-
-
-def _visual_of(
-    priced: RequestPrediction,
-    parsed: RequestBody,
-    policy: PricingPolicy,
-    images: tuple[int, ...],
-    media: tuple[int, ...],
-) -> int:
-    """Prompt positions of one prompt's images and media, wrappers and allowances included."""
-    tokens = sum(priced.images[i].tokens.prompt_tokens for i in images)
-    videos = iter(priced.videos)
-    for item in parsed.media:
-        cost = (
-            next(videos).tokens.prompt_tokens
-            if item.kind == "video"
-            else (
-                policy.audio_tokens_per_item
-                if item.kind == "audio"
-                else policy.embeds_tokens_per_item
-            )
-        )
-        tokens += cost if item.index in media else 0
-    return tokens
 
 
 class _DroppingQueueHandler(logging.handlers.QueueHandler):
@@ -267,10 +248,4 @@ class TrafficLog:
 
 def settings_header(settings: Settings) -> dict[str, Any]:
     """The first line of each file: the settings in force when it was started."""
-    values = settings.model_dump(mode="json", exclude=set(_NOT_IN_HEADER))
-    return {
-        "kind": "settings",
-        "format": TRAFFIC_FORMAT,
-        "t": round(time.time(), 6),
-        "settings": values,
-    }
+    return header_line(settings.model_dump(mode="json", exclude=set(_NOT_IN_HEADER)), time.time())

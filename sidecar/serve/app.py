@@ -25,7 +25,8 @@ from sidecar.admission.budgets import Budgets, BudgetsInForce
 from sidecar.admission.discipline import PriorityPolicy
 from sidecar.admission.ledger import KvLedger
 from sidecar.admission.saturation import SaturationGate
-from sidecar.cost.pricer import Pricer, PricingPolicy
+from sidecar.cost.assembly import PricingPolicy
+from sidecar.cost.pricer import Pricer
 from sidecar.cost.template_overhead import learned_overhead
 from sidecar.cost.text_estimate import TemplateOverhead
 from sidecar.cost.text_tokens import PromptCounter

@@ -20,19 +20,12 @@ from sidecar.cost.prediction import with_kv_bytes
 from sidecar.cost.request_body import BodyPolicy, RequestBody, parse_request_body
 from sidecar.errors import (
     BodyTooLargeError,
-    EngineSaturatedError,
-    ImageError,
     InvalidRequestError,
-    LargerThanBudgetError,
-    OverloadedError,
-    QueueFullError,
     RequestTimeoutError,
-    ShedError,
     SidecarError,
     UpstreamError,
     UpstreamTimeoutError,
 )
-from sidecar.images.remote import RemoteImageFetchError, RemoteImageRefusedError
 from sidecar.observe import tracing
 from sidecar.observe.record import RequestRecord, bind_request
 from sidecar.observe.usage import UsageChunkStripper, UsageTap
@@ -55,7 +48,7 @@ from sidecar.serve.keys import (
 from sidecar.serve.relay import Forward, forwardable_headers, relay
 from sidecar.serve.responses import error_response, response_for_error
 from sidecar.serve.rewrite import apply_downscale, with_stream_usage
-from sidecar.settings import DownscaleMethod, Mode, Settings
+from sidecar.settings import Mode, Settings
 
 
 async def handle_inspected(request: web.Request, route: Route, path_qs: str) -> web.StreamResponse:
@@ -185,9 +178,7 @@ async def _parse(
     body: bytes, route: Route, settings: Settings, content_type: str | None
 ) -> RequestBody:
     policy = BodyPolicy(
-        # Downscaling through processor kwargs needs vLLM to trust them, so it does here too.
-        trust_request_mm_kwargs=settings.trust_request_mm_kwargs
-        or settings.downscale_method is DownscaleMethod.PROCESSOR_KWARGS,
+        trust_request_mm_kwargs=settings.trusts_request_mm_kwargs,
         trust_request_chat_template=settings.trust_request_chat_template,
         max_parts=settings.max_request_parts,
     )
@@ -300,25 +291,5 @@ async def _forward(
 
 
 def reason_for(exc: SidecarError) -> Reason:
-    """The ``reason`` label of a request that ends in ``exc``."""
-    match exc:
-        case BodyTooLargeError():
-            return Reason.BODY_TOO_LARGE
-        case EngineSaturatedError():
-            return Reason.ENGINE_SATURATED
-        case QueueFullError():
-            return Reason.QUEUE_FULL
-        case ShedError():
-            return Reason.SHED
-        case LargerThanBudgetError():
-            return Reason.LARGER_THAN_KV_BUDGET
-        case OverloadedError():
-            return Reason.QUEUE_TIMEOUT
-        case UpstreamError():
-            return Reason.UPSTREAM_ERROR
-        case RemoteImageRefusedError() | RemoteImageFetchError():
-            return Reason.REMOTE_IMAGE
-        case ImageError():
-            return Reason.INVALID_IMAGE
-        case _:
-            return Reason.INVALID_BODY
+    """The ``reason`` label of a request that ends in ``exc``: its class's."""
+    return Reason(exc.reason)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Protocol
 
 import aiohttp
@@ -19,6 +20,8 @@ from yarl import URL
 
 from sidecar.errors import UpstreamError, UpstreamTimeoutError
 from sidecar.observe.record import UpstreamOutcome
+from sidecar.routes import ApiShape
+from sidecar.serve.responses import error_body
 
 # RFC 9110 section 7.6.1, plus the framing headers aiohttp recomputes for us.
 HOP_BY_HOP_HEADERS = frozenset(
@@ -275,15 +278,31 @@ async def _relay_body(
     progress.completed = True
 
 
-# What vLLM itself sends when a stream fails after its 200: an error event, then the end.
+BROKEN_STREAM_MESSAGE = "vLLM closed the stream early"
+# What vLLM itself sends when a stream fails after its 200: an error event, typed by the
+# status's phrase as vLLM's stream errors are, then the end.
 BROKEN_STREAM_EVENT = (
-    b'data: {"error": {"message": "vLLM closed the stream early", '
-    b'"type": "Bad Gateway", "param": null, "code": 502}}\n\ndata: [DONE]\n\n'
+    b"data: "
+    + error_body(
+        HTTPStatus.BAD_GATEWAY,
+        BROKEN_STREAM_MESSAGE,
+        error_type=HTTPStatus.BAD_GATEWAY.phrase,
+        param=None,
+    )
+    + b"\n\ndata: [DONE]\n\n"
 )
-# Anthropic's stream error event (its clients look for ``event: error``).
+# Anthropic's stream error event (its clients look for ``event: error``), in the body an
+# Anthropic route's 502 would carry.
 ANTHROPIC_BROKEN_STREAM_EVENT = (
-    b'event: error\ndata: {"type": "error", "error": {"type": "api_error", '
-    b'"message": "vLLM closed the stream early"}}\n\n'
+    b"event: error\ndata: "
+    + error_body(
+        HTTPStatus.BAD_GATEWAY,
+        BROKEN_STREAM_MESSAGE,
+        error_type=HTTPStatus.BAD_GATEWAY.phrase,
+        param=None,
+        api=ApiShape.ANTHROPIC,
+    )
+    + b"\n\n"
 )
 
 

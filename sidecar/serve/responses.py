@@ -14,37 +14,21 @@ on a 429 (this replica is busy; another, or this one after ``Retry-After``, may 
 
 from __future__ import annotations
 
-import re
 from http import HTTPStatus
 
 import orjson
 from aiohttp import web
 
 from sidecar.errors import (
-    LargerThanBudgetError,
     OverloadedError,
     RequestTimeoutError,
     SidecarError,
+    error_type_for,
 )
 from sidecar.routes import ApiShape
 
 RETRY_SCOPE_HEADER = "x-vlm-sidecar-retry-scope"
 
-# vLLM's own names where it answers with the status; the same style where it never does.
-ERROR_TYPES = {
-    400: "BadRequestError",
-    403: "PermissionDeniedError",
-    404: "NotFoundError",
-    408: "RequestTimeoutError",
-    413: "RequestTooLargeError",
-    422: "UnprocessableEntityError",
-    429: "RateLimitError",
-    500: "InternalServerError",
-    501: "NotImplementedError",
-    502: "BadGatewayError",
-    503: "ServiceUnavailableError",
-    504: "GatewayTimeoutError",
-}
 # vLLM's ``_ANTHROPIC_ERROR_TYPE_BY_STATUS``.
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error",
@@ -77,12 +61,6 @@ def error_body(
     return orjson.dumps(
         {"error": {"message": message, "type": error_type, "param": param, "code": status}}
     )
-
-
-def error_type_for(status: int) -> str:
-    """The ``type`` for a status, as vLLM names its errors."""
-    words = re.findall(r"[A-Za-z]+", HTTPStatus(status).phrase)
-    return ERROR_TYPES.get(status) or "".join(w[:1].upper() + w[1:] for w in words) + "Error"
 
 
 def error_response(
@@ -132,7 +110,7 @@ def response_for_error(
         param=exc.param,
         api=api,
         retry_after_seconds=exc.retry_after_seconds if isinstance(exc, OverloadedError) else None,
-        retryable=False if isinstance(exc, LargerThanBudgetError) else None,
+        retryable=exc.retryable,
         headers=headers,
         error_type=exc.error_type,
     )

@@ -14,6 +14,7 @@ from transformers import PreTrainedTokenizerFast
 from transformers.models.qwen2_5_vl.processing_qwen2_5_vl import Qwen2_5_VLProcessor
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
+from sidecar.cost.assembly import PricingPolicy
 from sidecar.cost.pricer import Pricer
 from sidecar.cost.request_body import parse_request_body
 from sidecar.cost.text_tokens import PromptCounter
@@ -130,7 +131,9 @@ async def test_exact_prompt_tokens_equal_the_qwen25_vl_processor(
     profile = load_profile(str(model_dir))
     counter = PromptCounter.from_model_dir(model_dir, profile.architecture.prompt_family)
     assert counter is not None
-    pricer = Pricer(profile, Settings(model=str(model_dir)), None, counter)
+    pricer = Pricer(
+        profile, PricingPolicy.from_settings(Settings(model=str(model_dir))), None, counter
+    )
     raw = orjson.dumps(body)
     prediction = await pricer.price(parse_request_body(raw, Route.CHAT), raw)
     assert prediction.text_tokens_exact

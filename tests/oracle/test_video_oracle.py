@@ -36,6 +36,7 @@ import transformers
 from transformers import PreTrainedTokenizerFast
 from transformers.video_utils import VideoMetadata
 
+from sidecar.cost.assembly import PricingPolicy
 from sidecar.cost.pricer import Pricer
 from sidecar.cost.request_body import parse_request_body
 from sidecar.cost.text_tokens import PromptCounter
@@ -369,9 +370,9 @@ async def test_qwen3_video_prompt_tokens_equal_vllms_expansion_with_the_tokenize
     video = make_video(32, 32, 75, Fraction(15, 2))
     body = video_chat(video_part(mp4_uri(video)))
     raw = orjson.dumps(body)
-    prediction = await Pricer(profile, Settings(model=str(qwen3_dir)), None, counter).price(
-        parse_request_body(raw, Route.CHAT), raw
-    )
+    prediction = await Pricer(
+        profile, PricingPolicy.from_settings(Settings(model=str(qwen3_dir))), None, counter
+    ).price(parse_request_body(raw, Route.CHAT), raw)
     # The oracle: the template through transformers, then vLLM's get_video_repl in place of
     # <|vision_start|><|video_pad|><|vision_end|> (replicated: vLLM is not installed).
     fast = PreTrainedTokenizerFast(tokenizer_file=str(qwen3_dir / "tokenizer.json"))

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sidecar.cost.pricer import Pricer, PricingPolicy
+from sidecar.cost.assembly import PricingPolicy
+from sidecar.cost.pricer import Pricer
 from sidecar.cost.request_body import BodyPolicy, parse_request_body
 from sidecar.cost.text_tokens import PromptCounter
 from sidecar.images.remote import RemoteImagePolicy, RemoteImageProber

@@ -5,32 +5,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecar.observe import traffic_format
 from tests.support.sidecars import QWEN
 
-OWN_FIELDS: dict[str, Any] = {
-    "id": "r0",
-    "t": 5.0,
-    "route": "chat_completions",
-    "model": QWEN,
-    "decision": "admit",
-    "reason": "within_budget",
-    "wait": 0.0,
-    "dur": 0.5,
-    "held": 0.5,
-}
-COST_FIELDS: dict[str, Any] = {
-    "img": [[640, 480, "jpeg", "data"]],
-    "text": 23,
-    "exact": False,
-    "out": 256,
-    "out_req": 256,
-    "n": 1,
-    "seqs": 1,
-    "kv_held": True,
-    "visual": 0,
-    "prompt": 0,
-    "kv": 0,
-}
+# Named and ordered by the format: a field renamed there is renamed here.
+OWN_FIELDS: dict[str, Any] = dict(
+    zip(
+        traffic_format.OWN_FIELDS,
+        ("r0", 5.0, "chat_completions", QWEN, "admit", "within_budget", 0.0, 0.5, 0.5),
+        strict=True,
+    )
+)
+COST_FIELDS: dict[str, Any] = dict(
+    zip(
+        traffic_format.COST_FIELDS,
+        ([[640, 480, "jpeg", "data"]], 23, False, 256, 256, 1, 1, True, 0, 0, 0),
+        strict=True,
+    )
+)
 
 
 def record_line(

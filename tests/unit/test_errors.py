@@ -21,6 +21,7 @@ from sidecar.errors import (
     UpstreamError,
     UpstreamTimeoutError,
     VideoError,
+    error_type_for,
 )
 
 # One line of the drawing: the branch art, a class name, then the status when one is written.
@@ -117,3 +118,21 @@ def test_errors_overload_says_another_replica_may_serve_it_and_when_to_retry(
 
 def test_errors_configuration_error_is_no_request_failure() -> None:
     assert not issubclass(ConfigurationError, SidecarError)
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type"),
+    [
+        (400, "BadRequestError"),
+        (403, "PermissionDeniedError"),
+        (404, "NotFoundError"),
+        (413, "RequestTooLargeError"),
+        (422, "UnprocessableEntityError"),
+        (429, "RateLimitError"),
+        (504, "GatewayTimeoutError"),
+        (418, "IMATeapotError"),
+    ],
+    ids=str,
+)
+def test_error_type_for_is_vllms_name_for_the_status(status: int, error_type: str) -> None:
+    assert error_type_for(status) == error_type

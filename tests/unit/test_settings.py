@@ -148,3 +148,15 @@ def test_settings_refuse_an_objective_mapping_they_cannot_read(
     monkeypatch.setenv("SIDECAR_OBJECTIVE_PRIORITIES", "chat=10,batch")
     with pytest.raises(ValidationError, match="objective_priorities"):
         Settings()
+
+
+@pytest.mark.parametrize(
+    ("trust", "method", "trusted"),
+    [(False, "resize", False), (True, "resize", True), (False, "processor_kwargs", True)],
+    ids=["refused-as-vllm-does", "vllm-trusts-them", "downscaling-through-them"],
+)
+def test_settings_trust_a_requests_mm_kwargs_when_vllm_does_or_downscaling_needs_them(
+    trust: bool, method: str, trusted: bool
+) -> None:
+    settings = Settings(trust_request_mm_kwargs=trust, downscale_method=method)
+    assert settings.trusts_request_mm_kwargs is trusted

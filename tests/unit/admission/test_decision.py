@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sidecar.admission.budgets import Budgets
-from sidecar.admission.decision import Admit, Reason, Reject, Wait
+from sidecar.admission.decision import Admit, Decision, Reason, Reject, Wait, after_hold
 from tests.support.predictions import HD, ICON, PHONE, decide_for, predict
 
 
@@ -80,3 +80,12 @@ def test_decide_waits_when_the_in_flight_budget_is_full() -> None:
 def test_decide_ignores_in_flight_bytes_when_the_budget_is_off() -> None:
     prediction = predict([PHONE])
     assert decide_for(prediction, Budgets(), inflight_kv_bytes=2**50) == Admit(prediction)
+
+
+def test_a_held_admit_is_recorded_as_a_wait_and_a_held_downscale_stays_one() -> None:
+    hold = Reason.ENGINE_SATURATED
+    assert after_hold(Decision.ADMIT, Reason.WITHIN_BUDGET, hold) == (Decision.WAIT, hold)
+    downscale = (Decision.DOWNSCALE, Reason.MAX_IMAGE_TOKENS)
+    assert after_hold(*downscale, hold) == downscale
+    waited = (Decision.WAIT, Reason.KV_BUDGET_FULL)
+    assert after_hold(*waited, hold) == waited  # held twice: the first hold is kept

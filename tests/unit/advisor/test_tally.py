@@ -63,3 +63,23 @@ def test_tally_moves_the_ledgers_requests_to_wait_or_429_and_drops_refused_costs
     assert counted.kv_bytes == Counter({budget: 2})
     assert counted.waits == Counter({result.outcomes[1].wait_seconds: 1})
     assert result.outcomes[1].wait_seconds > 0
+
+
+def test_tally_counts_a_held_admit_and_a_held_downscale_as_their_outcomes_do() -> None:
+    # Downscales and admits queue behind each other: each counted column by column must be
+    # what ``outcomes`` (the replay's rule for one request) says of it.
+    chosen = candidate(max_image_pixels=2_000_000, over_budget_action="downscale")
+    budget = max(chosen.price(BIG).kv_bytes, chosen.price(PHOTO).kv_bytes)
+    chosen = candidate(
+        max_image_pixels=2_000_000, over_budget_action="downscale", kv_budget_bytes=budget
+    )
+    costs = [BIG, PHOTO, BIG, PHOTO, TEXT, BIG]
+    records = [record(n, cost, arrival=n * 0.1, held=2.0) for n, cost in enumerate(costs)]
+    result = replay(records, chosen)
+    counted = tally(result)
+    one_by_one = result.outcomes
+    assert counted.decisions == Counter(outcome.decision for outcome in one_by_one)
+    assert counted.reasons == Counter(outcome.reason for outcome in one_by_one)
+    held = {(o.decision, o.reason) for o in one_by_one if o.wait_seconds > 0}
+    assert (Decision.WAIT, Reason.KV_BUDGET_FULL) in held  # an admit that waited
+    assert any(decision is Decision.DOWNSCALE for decision, _ in held)  # stays a downscale

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from sidecar.advisor import chart
+from sidecar.observe.traffic_format import header_line
 from tests.support.cli import run_cli
 from tests.support.sidecars import QWEN
 from tests.support.traffic_lines import COST_FIELDS, record_line
@@ -20,7 +21,7 @@ SIZES = [(4032, 3024), (1920, 1080), (1920, 1080), (640, 480), (640, 480), (64, 
 @pytest.fixture
 def log(tmp_path: Path) -> Path:
     path = tmp_path / "traffic.jsonl"
-    header = {"kind": "settings", "format": 1, "settings": {"model": QWEN}}
+    header = header_line({"model": QWEN}, 0.0)
     lines = [header] + [
         record_line({"id": f"r{n}", "t": n * 0.2}, {**COST_FIELDS, "img": [[w, h, "jpeg", "data"]]})
         for n, (w, h) in enumerate(SIZES)

@@ -8,7 +8,8 @@ import orjson
 import pytest
 from tokenizers import Tokenizer
 
-from sidecar.cost.pricer import Pricer, PricingPolicy
+from sidecar.cost.assembly import PricingPolicy
+from sidecar.cost.pricer import Pricer
 from sidecar.cost.request_body import parse_request_body
 from sidecar.cost.template_overhead import measure_overhead
 from sidecar.cost.text_estimate import (

@@ -16,6 +16,7 @@ import pytest
 from tokenizers import AddedToken, Tokenizer, models, processors
 from transformers import PreTrainedTokenizerFast
 
+from sidecar.cost.assembly import PricingPolicy
 from sidecar.cost.chat_request import from_chat_body
 from sidecar.cost.chat_template import compiled
 from sidecar.cost.pricer import Pricer
@@ -232,7 +233,9 @@ async def test_requests_the_template_cannot_render_fall_back_to_the_estimate(
 ) -> None:
     profile = load_profile(str(model_dir))
     refusing = replace(counter, template=compiled("{{ raise_exception('this one refuses') }}"))
-    pricer = Pricer(profile, Settings(model=str(model_dir)), None, refusing)
+    pricer = Pricer(
+        profile, PricingPolicy.from_settings(Settings(model=str(model_dir))), None, refusing
+    )
     raw = orjson.dumps(chat_with_images(jpeg_uri(64, 64)))
     prediction = await pricer.price(parse_request_body(raw, Route.CHAT), raw)
     assert not prediction.text_tokens_exact

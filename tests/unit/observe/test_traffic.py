@@ -17,8 +17,10 @@ from sidecar.admission.decision import Admit
 from sidecar.admission.discipline import QueueTags
 from sidecar.advisor.records import parse_record, read_traffic_log
 from sidecar.advisor.repricing import Candidate
-from sidecar.cost.pricer import Pricer, PricingPolicy
+from sidecar.cost.assembly import PricingPolicy
+from sidecar.cost.pricer import Pricer
 from sidecar.cost.request_body import parse_request_body
+from sidecar.observe import traffic_format
 from sidecar.observe.record import RequestRecord
 from sidecar.observe.traffic import TrafficLog, settings_header, tenant_hasher, traffic_entry
 from sidecar.observe.usage import Usage
@@ -29,7 +31,7 @@ from tests.support.imaging import jpeg_uri
 from tests.support.sidecars import QWEN
 
 HD, SMALL = jpeg_uri(1920, 1080), jpeg_uri(640, 480)
-SETTINGS = Settings(model=QWEN, audio_tokens_per_item=700)
+SETTINGS = Settings(model=QWEN, audio_tokens_per_item=700, embeds_tokens_per_item=300)
 
 
 def part(url: str) -> dict[str, Any]:
@@ -41,9 +43,14 @@ def user(*parts: Any, text: str = "describe") -> dict[str, Any]:
 
 
 AUDIO = {"type": "audio_url", "audio_url": {"url": "https://example.com/a.wav"}}
+EMBEDS = {"type": "image_embeds", "image_embeds": "AAAA"}
 BODIES: dict[str, tuple[Route, dict[str, Any]]] = {
     "chat": (Route.CHAT, {"messages": [user(part(HD), part("https://x.org/a.png"))], "n": 2}),
     "chat-default-output": (Route.CHAT, {"messages": [user(part(SMALL), AUDIO)]}),
+    "chat-batch-media": (
+        Route.CHAT_BATCH,
+        {"messages": [[user(part(SMALL), EMBEDS)], [user(AUDIO, text="longer " * 40)]]},
+    ),
     "chat-batch": (
         Route.CHAT_BATCH,
         {
@@ -78,7 +85,8 @@ async def priced_record(route: Route, fields: dict[str, Any]) -> RequestRecord:
 @pytest.mark.parametrize("name", list(BODIES))
 async def test_a_traffic_line_reprices_to_the_pricers_figures(name: str) -> None:
     record = await priced_record(*BODIES[name])
-    line = orjson.loads(orjson.dumps(traffic_entry(record, QWEN, PricingPolicy())))
+    policy = PricingPolicy.from_settings(SETTINGS)
+    line = orjson.loads(orjson.dumps(traffic_entry(record, QWEN, policy)))
     assert "describe" not in orjson.dumps(line).decode()
     cost = parse_record(line).cost
     assert cost is not None
@@ -210,3 +218,15 @@ async def test_a_line_records_vllms_count_and_the_image_tokens_error() -> None:
     entry = traffic_entry(record, QWEN, PricingPolicy.from_settings(SETTINGS))
     assert entry["obs"] == 900
     assert "img_err" not in entry  # vLLM ran without --enable-prompt-tokens-details
+
+
+@pytest.mark.parametrize("name", list(BODIES))
+async def test_a_traffic_line_holds_the_formats_fields_in_the_formats_order(name: str) -> None:
+    # The reader shares a cost between lines by the text from the first cost field on, so
+    # the writer must put every field where ``traffic_format`` says.
+    record = await priced_record(*BODIES[name])
+    record.queue_tags = QueueTags(objective="batch", body_priority=2, tenant="acme")
+    record.usage = Usage(prompt_tokens=10, completion_tokens=1, image_tokens=5)
+    line = traffic_entry(record, QWEN, PricingPolicy.from_settings(SETTINGS))
+    assert list(line) == [field for field in traffic_format.LINE_ORDER if field in line]
+    assert {*traffic_format.OWN_FIELDS, *traffic_format.COST_FIELDS} <= set(line)

@@ -12,7 +12,7 @@ import aiohttp
 import orjson
 import pytest
 
-from sidecar.admission.decision import Reason
+from sidecar.admission.decision import REASON_DECISIONS, Decision, Reason
 from sidecar.errors import (
     BodyTooLargeError,
     EngineSaturatedError,
@@ -61,6 +61,18 @@ def test_reason_for_names_each_failure_as_the_log_and_metrics_count_it(
     error: SidecarError, reason: Reason
 ) -> None:
     assert reason_for(error) is reason
+
+
+def _error_classes(root: type[SidecarError]) -> list[type[SidecarError]]:
+    return [root, *[c for sub in root.__subclasses__() for c in _error_classes(sub)]]
+
+
+def test_every_error_class_names_a_reason_a_refusal_may_carry() -> None:
+    # Every module that raises one is loaded by the time the proxy serves (this file imports
+    # it): a class whose reason is not a Reason would turn its 4xx into a 500.
+    for error_class in _error_classes(SidecarError):
+        reason = Reason(error_class.reason)
+        assert Decision.REJECT in REASON_DECISIONS[reason], error_class
 
 
 async def test_proxy_forwards_an_admitted_request_with_its_price_and_a_request_id(

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import aiohttp
+import orjson
 import pytest
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -366,3 +367,23 @@ def test_a_connection_header_naming_trace_context_drops_it_as_hop_by_hop() -> No
     sent = CIMultiDict([("Connection", "baggage"), *TRACE_HEADERS])
     assert "baggage" not in forwardable_headers(sent)
     assert forwardable_headers(sent).getall("tracestate") == [v for k, v in TRACE_HEADERS[1:3]]
+
+
+def test_a_broken_stream_ends_as_vllms_own_stream_error_and_anthropics_error_event() -> None:
+    error, done = BROKEN_STREAM_EVENT.split(b"\n\n")[:2]
+    assert error.startswith(b"data: ")
+    assert done == b"data: [DONE]"
+    assert orjson.loads(error.removeprefix(b"data: ")) == {
+        "error": {
+            "message": "vLLM closed the stream early",
+            "type": "Bad Gateway",  # vLLM types its stream errors by the status's phrase
+            "param": None,
+            "code": 502,
+        }
+    }
+    name, data = ANTHROPIC_BROKEN_STREAM_EVENT.removesuffix(b"\n\n").split(b"\n")
+    assert name == b"event: error"
+    assert orjson.loads(data.removeprefix(b"data: ")) == {
+        "type": "error",
+        "error": {"type": "api_error", "message": "vLLM closed the stream early"},
+    }

@@ -8,9 +8,17 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from sidecar.errors import NotBase64Error, QueueFullError, RequestTimeoutError
+from sidecar import errors
+from sidecar.errors import (
+    LargerThanBudgetError,
+    NotBase64Error,
+    OverloadedError,
+    QueueFullError,
+    RequestTimeoutError,
+    SidecarError,
+)
 from sidecar.routes import ApiShape
-from sidecar.serve.responses import error_body, error_response, error_type_for, response_for_error
+from sidecar.serve.responses import error_body, error_response, response_for_error
 
 
 def test_error_body_in_vllms_shape_carries_type_param_and_code() -> None:
@@ -36,24 +44,6 @@ def test_error_body_in_vllms_shape_carries_type_param_and_code() -> None:
 def test_error_body_in_anthropics_shape_maps_the_status_to_its_type(status: int, kind: str) -> None:
     body = error_body(status, "why", error_type="ignored", param="ignored", api=ApiShape.ANTHROPIC)
     assert orjson.loads(body) == {"type": "error", "error": {"type": kind, "message": "why"}}
-
-
-@pytest.mark.parametrize(
-    ("status", "error_type"),
-    [
-        (400, "BadRequestError"),
-        (403, "PermissionDeniedError"),
-        (404, "NotFoundError"),
-        (413, "RequestTooLargeError"),
-        (422, "UnprocessableEntityError"),
-        (429, "RateLimitError"),
-        (504, "GatewayTimeoutError"),
-        (418, "IMATeapotError"),
-    ],
-    ids=str,
-)
-def test_error_type_for_is_vllms_name_for_the_status(status: int, error_type: str) -> None:
-    assert error_type_for(status) == error_type
 
 
 def test_response_for_error_keeps_the_errors_status_param_and_type() -> None:
@@ -96,3 +86,29 @@ def test_error_response_says_whether_to_retry_as_the_official_sdks_read_it() -> 
     assert (busy["x-should-retry"], busy["Retry-After"]) == ("true", "3")
     assert busy["x-vlm-sidecar-retry-scope"] == "other-replica"
     assert "x-should-retry" not in error_response(400, "bad request").headers
+
+
+ERROR_CLASSES = [
+    value
+    for value in vars(errors).values()
+    if isinstance(value, type) and issubclass(value, SidecarError)
+]
+
+
+@pytest.mark.parametrize("error_class", ERROR_CLASSES, ids=lambda c: c.__name__)
+def test_a_raised_error_is_typed_as_a_refusal_of_its_status_is(
+    error_class: type[SidecarError],
+) -> None:
+    # A decision's refusal is answered by its status alone, a raised error by its class:
+    # the same status must read the same ``type`` either way.
+    overloaded = issubclass(error_class, OverloadedError)
+    error = error_class("why", retry_after_seconds=1) if overloaded else error_class("why")
+    raised = orjson.loads(response_for_error(error).body)["error"]
+    refused = orjson.loads(error_response(error_class.status, "why").body)["error"]
+    assert (raised["type"], raised["code"]) == (refused["type"], refused["code"])
+
+
+def test_an_error_no_retry_can_change_tells_clients_so_and_others_do_not() -> None:
+    never = response_for_error(LargerThanBudgetError("larger than the whole budget")).headers
+    assert (never["x-should-retry"], never["x-vlm-sidecar-retry-scope"]) == ("false", "none")
+    assert "x-should-retry" not in response_for_error(NotBase64Error("not base64")).headers

@@ -71,7 +71,8 @@ test-renderer: $(STAMP)
 # schema, its figures written into docs/reliability.md (tests/real_vllm/test_differential.py).
 fuzz-vllm: $(STAMP)
 	$(PYTHON) tests/real_vllm/install.py cpu
-	VLM_SIDECAR_DIFFERENTIAL_SECONDS=600 VLM_SIDECAR_DIFFERENTIAL_DOCS=1 \
+	VLM_SIDECAR_DIFFERENTIAL_SECONDS=600 VLM_SIDECAR_DIFFERENTIAL_EXAMPLES=100000 \
+	  VLM_SIDECAR_DIFFERENTIAL_DOCS=1 \
 	  $(BIN)/pytest -q -p no:cacheprovider tests/real_vllm/test_differential.py -m real_vllm
 
 lint: $(STAMP)

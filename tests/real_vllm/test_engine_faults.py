@@ -42,6 +42,9 @@ RESTART_KV_CACHE_GIB = 2
 # A dead upstream is answered within this: connection refused is immediate, so anything near
 # the read timeout means the sidecar waited for a socket that would never answer.
 PROMPT_FAILURE_SECONDS = 2.0
+STREAMS = 3
+# As long as the context allows (8192 less the prompt), so the streams are still generating.
+STREAM_MAX_TOKENS = 8000
 
 
 @dataclass
@@ -186,11 +189,14 @@ def test_engine_killed_mid_stream_ends_streams_and_releases_everything(
 ) -> None:
     with contextlib.ExitStack() as open_streams:
         replies = []
-        for _ in range(3):
-            connection, reply = _open_stream(faults, max_tokens=4000)
+        for _ in range(STREAMS):
+            connection, reply = _open_stream(faults, max_tokens=STREAM_MAX_TOKENS)
             open_streams.callback(connection.close)
             replies.append(reply)
-        assert faults.gauge("vlm_sidecar_inflight_requests") == 3
+        # Frozen first, so no stream can end between the count and the kill: a tiny model on a
+        # fast CPU may finish one of them into the socket buffers while the others open.
+        faults.signal_engine(signal.SIGSTOP)
+        assert 1 <= faults.gauge("vlm_sidecar_inflight_requests") <= STREAMS
         assert faults.gauge("vlm_sidecar_inflight_kv_bytes") > 0
         faults.signal_engine(signal.SIGKILL)
         assert faults.engine.process is not None

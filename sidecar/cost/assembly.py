@@ -122,6 +122,25 @@ def prompt_visual_tokens(
     )
 
 
+def truncate_prompts(
+    prompts: Sequence[PromptParts],
+    images: Sequence[ImageCost],
+    media_positions: Sequence[int],
+    keep_tokens: int,
+) -> list[PromptParts]:
+    """Each prompt cut to ``keep_tokens`` as vLLM's ``truncate_prompt_tokens`` cuts it, once
+    its placeholders are expanded: text goes, an image or other media item never does (vLLM
+    refuses a cut through one, so what it serves holds them whole)."""
+    cut = []
+    for prompt in prompts:
+        visual = prompt_visual_tokens(prompt, images, media_positions)
+        if max(prompt[1], visual + prompt[0]) <= keep_tokens:
+            cut.append(prompt)
+        else:
+            cut.append((max(0, keep_tokens - visual), 0, prompt[2], prompt[3]))
+    return cut
+
+
 def assemble_prediction(
     images: Sequence[ImageCost],
     videos: Sequence[VideoCost],

@@ -101,6 +101,9 @@ def read_generative_scoring(root: dict[str, Any], finder: RefFinder) -> Reading:
     return Reading(_pairs(query, items), 1)
 
 
+_CONTENT_PART_TYPES = ("image_url", "video_url", "audio_url")
+
+
 def read_generate(root: dict[str, Any], finder: RefFinder) -> Reading:
     """``/inference/v1/generate``: rendered token ids, and media vLLM fetches itself."""
     token_ids = root.get("token_ids")
@@ -112,14 +115,14 @@ def read_generate(root: dict[str, Any], finder: RefFinder) -> Reading:
     if isinstance(parts, list):
         finder.count_parts(len(parts), "content_parts")
         for part in parts:
-            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                raise InvalidRequestError("Each content part needs a 'type'", param="content_parts")
-            modality = part["type"].removesuffix("_url")
-            if modality not in ("image", "video", "audio"):
+            if not isinstance(part, dict):
                 raise InvalidRequestError(
-                    f"Unsupported content part type: {part['type']!r}", param="content_parts"
+                    "Each content part must be an object", param="content_parts"
                 )
-            finder.media_value(part, "url", modality, "content_parts")
+            # vLLM fetches the URL of these three types and skips any other part, typed or not.
+            kind = part.get("type")
+            if kind in _CONTENT_PART_TYPES:
+                finder.media_value(part, "url", kind.removesuffix("_url"), "content_parts")
     elif parts is not None:
         raise InvalidRequestError("'content_parts' must be a list", param="content_parts")
     sampling = root.get("sampling_params") or {}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import orjson
@@ -28,6 +29,7 @@ from sidecar.cost.assembly import (
     assemble_prediction,
     image_cost,
     media_prompt_tokens,
+    truncate_prompts,
 )
 from sidecar.cost.engine_prices import EnginePrices, engine_image_tokens
 from sidecar.cost.prediction import ImageCost, RequestPrediction, VideoCost
@@ -91,6 +93,9 @@ class Pricer:
     prompt_counter: PromptCounter | None = None
     text_overhead: TemplateOverhead | None = None  # None: the family's built-in framing
     engine: EnginePrices | None = None  # vLLM's own counts, used while ``engine.active``
+    # vLLM's max_model_len as last read (a truncation to -1 keeps what it allows); None: the
+    # profile's max_position_embeddings.
+    context_tokens: Callable[[], int] | None = None
 
     def rules_for(self, parsed: RequestBody) -> tuple[VisionRule, VideoRule | None]:
         """The vision and video rules for this request: the profile's, or with the pixel
@@ -153,6 +158,9 @@ class Pricer:
             _prompt_parts(sequence, text, generate_shape)
             for sequence, text in zip(parsed.sequences, texts, strict=True)
         ]
+        keep = self._kept_prompt_tokens(parsed)
+        if keep is not None:
+            prompts = truncate_prompts(prompts, images, positions, keep)
         prediction = assemble_prediction(
             images,
             videos,
@@ -168,6 +176,18 @@ class Pricer:
             holds_kv=parsed.work is not Work.RENDER,
         )
         return replace(prediction, text_tokens_exact=exact)
+
+    def _kept_prompt_tokens(self, parsed: RequestBody) -> int | None:
+        """The tokens each prompt keeps under the request's ``truncate_prompt_tokens``: -1 is
+        the context less the one token vLLM holds back for output (all of it when pooling)."""
+        keep = parsed.truncate_prompt_tokens
+        if keep is None or keep >= 0:
+            return keep
+        context = (
+            self.context_tokens() if self.context_tokens is not None
+            else self.profile.max_position_embeddings
+        )  # fmt: skip
+        return context if parsed.work is Work.POOL else context - 1
 
     def _text_tokens(self, parsed: RequestBody, images: list[ImageCost]) -> tuple[list[int], bool]:
         """Text tokens of each sequence: exact from the model's template and tokenizer where

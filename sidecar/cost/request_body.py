@@ -97,6 +97,7 @@ class RequestBody:
     skeleton: Mapping[str, Any]  # the parsed body, inline payloads as "<image N>"; read-only
     pixel_range: PixelRange | None = None  # the request's trusted mm_processor_kwargs
     chat_template: str | None = None  # the request's trusted template
+    truncate_prompt_tokens: int | None = None  # vLLM keeps each prompt this long (-1: context)
 
     @property
     def text_chars(self) -> int:
@@ -163,6 +164,7 @@ def parse_request_body(
         skeleton=MappingProxyType(root),
         pixel_range=None if route.shape in _IGNORES_MM_KWARGS else _pixel_range(root, policy),
         chat_template=_chat_template(root, policy, own_field=route.shape in _TEMPLATE_FIELD_SHAPES),
+        truncate_prompt_tokens=reading.truncate_prompt_tokens,
     )
 
 

@@ -33,6 +33,9 @@ class Reading:
     max_output_tokens: int | None  # None: the request leaves it to vLLM
     n: int = 1
     work: Work | None = None  # when the body decides it (``/invocations``), not the route
+    # vLLM's ``truncate_prompt_tokens``: each prompt keeps at most this many tokens (-1: as
+    # many as the context allows); None: not truncated.
+    truncate_prompt_tokens: int | None = None
 
 
 Reader = Callable[[dict[str, Any], RefFinder], Reading]
@@ -44,7 +47,12 @@ def read_chat(root: dict[str, Any], finder: RefFinder) -> Reading:
     finder.chat_messages(required_list(root, "messages"))
     finder.json_text(root.get("tools"))
     finder.json_text(root.get("documents"))
-    return Reading((finder.since(start),), _chat_output_limit(root), n=count_n(root))
+    return Reading(
+        (finder.since(start),),
+        _chat_output_limit(root),
+        n=count_n(root),
+        truncate_prompt_tokens=truncation(root),
+    )
 
 
 def read_chat_batch(root: dict[str, Any], finder: RefFinder) -> Reading:
@@ -75,7 +83,7 @@ def read_completions(root: dict[str, Any], finder: RefFinder) -> Reading:
         limit: int | None = COMPLETIONS_DEFAULT_MAX_TOKENS
     else:
         limit = positive_int(root, "max_tokens")
-    return Reading(sequences, limit, n=count_n(root))
+    return Reading(sequences, limit, n=count_n(root), truncate_prompt_tokens=truncation(root))
 
 
 def read_responses(root: dict[str, Any], finder: RefFinder) -> Reading:
@@ -93,7 +101,13 @@ def read_responses(root: dict[str, Any], finder: RefFinder) -> Reading:
         finder.text(root, "instructions", "instructions")
         finder.messages += 1
     finder.json_text(root.get("tools"))
-    return Reading((finder.since(start),), positive_int(root, "max_output_tokens"))
+    # vLLM truncates to the context unless ``truncation`` is absent or "disabled".
+    keep = None if root.get("truncation", "disabled") == "disabled" else -1
+    return Reading(
+        (finder.since(start),),
+        positive_int(root, "max_output_tokens"),
+        truncate_prompt_tokens=keep,
+    )
 
 
 def read_messages(root: dict[str, Any], finder: RefFinder) -> Reading:
@@ -177,6 +191,17 @@ def positive_int(root: dict[str, Any], key: str) -> int | None:
         raise InvalidRequestError(f"{key} must be at least 1, got {value}.", param=key)
     if value is not None and value > MAX_INT64:
         raise InvalidRequestError(f"{key} must be at most {MAX_INT64}.", param=key)
+    return value
+
+
+def truncation(root: dict[str, Any]) -> int | None:
+    """``truncate_prompt_tokens`` as vLLM's lax int field reads it (an integral float is one);
+    None where absent or out of range, which vLLM refuses: the prompt is priced whole."""
+    value = root.get("truncate_prompt_tokens")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not -1 <= value <= MAX_INT64:
+        return None
     return value
 
 

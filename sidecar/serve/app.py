@@ -155,6 +155,7 @@ def make_app(
         _prompt_counter(settings, profile),
         _text_overhead(settings, profile),
         engine=calibration.prices,
+        context_tokens=lambda: engine.context_tokens,
     )
     if pricer.remote is not None:
         pricer.remote.fetch_span = partial(stage, STAGE_REMOTE_FETCH)

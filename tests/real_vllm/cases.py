@@ -170,6 +170,20 @@ def engine_cases(model: str) -> list[Case]:
             tool_choice="none"), note="tools are rendered into the prompt"),
         Case("chat-max-completion-tokens", "/v1/chat/completions", {
             "model": model, "messages": [image], "max_completion_tokens": 2, "temperature": 0}),
+        Case("chat-truncate-prompt-tokens", "/v1/chat/completions", {
+            "model": model, "messages": [{"role": "user", "content": "Tell me a long story."}],
+            "truncate_prompt_tokens": 3, "max_tokens": 2, "temperature": 0},
+            note="vLLM keeps the last 3 prompt tokens"),
+        Case("chat-image-truncate-prompt-tokens", "/v1/chat/completions", {
+            "model": model, "messages": [image, {"role": "user", "content": (
+                "Again, and tell me more about the colours and the shapes in it, please, "
+                "one by one and in as much detail as you can.")}],
+            "truncate_prompt_tokens": 420, "truncation_side": "right", "max_tokens": 2,
+            "temperature": 0}, note="the end cut, the image kept whole"),
+        Case("completions-list-truncate-prompt-tokens", "/v1/completions", {
+            "model": model, "prompt": ["Once upon a time there was", "The quick brown fox"],
+            "truncate_prompt_tokens": 2, "max_tokens": 2, "temperature": 0},
+            note="each prompt cut to 2"),
         Case("completions-list", "/v1/completions", {
             "model": model, "prompt": ["Once upon a time", "The quick brown fox jumps"],
             "max_tokens": 2, "temperature": 0}, note="two prompts: usage sums them"),

@@ -118,8 +118,8 @@ def test_pool_shapes_invocations_with_no_known_shape_is_refused() -> None:
         (Route.GENERATE, {"token_ids": []}, "'token_ids' must be a non-empty list"),
         (
             Route.GENERATE,
-            {"token_ids": [1], "content_parts": [{"type": "file_url", "url": "x"}]},
-            "Unsupported content part type",
+            {"token_ids": [1], "content_parts": ["image_url"]},
+            "Each content part must be an object",
         ),
     ],
     ids=[
@@ -130,7 +130,7 @@ def test_pool_shapes_invocations_with_no_known_shape_is_refused() -> None:
         "score-without-documents",
         "score-document-of-a-number",
         "generate-without-token-ids",
-        "generate-file-part",
+        "generate-part-not-an-object",
     ],
 )
 def test_pool_shapes_refuse_what_vllm_refuses_naming_the_field(
@@ -138,3 +138,26 @@ def test_pool_shapes_refuse_what_vllm_refuses_naming_the_field(
 ) -> None:
     with pytest.raises(InvalidRequestError, match=message):
         parse(route, **fields)
+
+
+@pytest.mark.parametrize(
+    "part",
+    [{}, {"": None}, {"type": "file_url", "url": "x"}, {"type": "image"}, {"type": ["image_url"]}],
+    ids=["empty", "no-type", "file-url", "image-without-url-suffix", "type-not-a-string"],
+)
+def test_pool_shapes_generate_skips_a_content_part_vllm_skips(part: dict[str, Any]) -> None:
+    # vLLM 0.32 and 0.33 fetch only image_url, video_url and audio_url parts; the rest cost
+    # nothing and are not refused (the differential tier's false refusal of [{}]).
+    body = parse(Route.GENERATE, token_ids=[1, 2], content_parts=[part])
+    assert (body.images, body.media) == ((), ())
+
+
+def test_pool_shapes_generate_reads_each_media_type_of_content_parts() -> None:
+    parts = [
+        {"type": "image_url", "url": "http://127.0.0.1/a.png"},
+        {"type": "video_url", "url": "http://127.0.0.1/a.mp4"},
+        {"type": "audio_url", "url": "http://127.0.0.1/a.wav"},
+    ]
+    body = parse(Route.GENERATE, token_ids=[1, 2], content_parts=parts)
+    assert len(body.images) == 1
+    assert [item.kind for item in body.media] == ["video", "audio"]

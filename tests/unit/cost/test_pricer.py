@@ -178,3 +178,45 @@ def test_pricing_policy_from_settings_takes_the_operators_choices() -> None:
     policy = PricingPolicy.from_settings(settings)
     assert (policy.remote_images, policy.max_decode_pixels) == (RemoteImages.PROBE, 1_000_000)
     assert (policy.video_tokens_per_item, policy.default_output_tokens) == (123, 55)
+
+
+async def test_pricer_keeps_what_truncate_prompt_tokens_keeps_of_a_text_prompt() -> None:
+    long_chat = chat({"type": "text", "text": "hello " * 200})
+    whole = await _price(_pricer(), long_chat)
+    assert whole.prompt_tokens > 5
+    cut = await _price(_pricer(), {**long_chat, "truncate_prompt_tokens": 5})
+    assert (cut.prompt_tokens, cut.text_tokens) == (5, 5)
+    assert cut.kv_bytes < whole.kv_bytes
+    # Longer than the prompt, or malformed (vLLM refuses it): the prompt is priced whole.
+    for keep in (whole.prompt_tokens + 1, "5", -2, True):
+        kept = await _price(_pricer(), {**long_chat, "truncate_prompt_tokens": keep})
+        assert kept.prompt_tokens == whole.prompt_tokens
+
+
+async def test_pricer_never_cuts_an_image_when_truncating() -> None:
+    body = _images(jpeg_uri(640, 480), truncate_prompt_tokens=10)
+    prediction = await _price(_pricer(), body)
+    # vLLM serves only a cut that leaves every image whole: the image's positions remain.
+    assert prediction.prompt_tokens == VISION.image_tokens(640, 480).prompt_tokens
+    assert prediction.text_tokens == 0
+
+
+async def test_pricer_truncates_each_prompt_of_a_completions_list() -> None:
+    body = {"prompt": ["one two three four five six", "seven"], "truncate_prompt_tokens": 2.0}
+    prediction = await _price(_pricer(), body, Route.COMPLETIONS)
+    assert prediction.longest_prompt_tokens == 2
+    assert prediction.prompt_tokens <= 4
+
+
+async def test_pricer_truncates_to_the_context_less_one_for_minus_one() -> None:
+    context = 50
+    pricer = Pricer(PROFILE, PricingPolicy(), None, context_tokens=lambda: context)
+    long_chat = chat({"type": "text", "text": "hello " * 200}, truncate_prompt_tokens=-1)
+    assert (await _price(pricer, long_chat)).prompt_tokens == context - 1
+    # Responses truncate so unless "truncation" is absent or "disabled".
+    long_input = {"input": "hello " * 200}
+    for truncation, expected in (("auto", context - 1), (None, context - 1)):
+        body = {**long_input, "truncation": truncation}
+        assert (await _price(pricer, body, Route.RESPONSES)).prompt_tokens == expected
+    for body in (long_input, {**long_input, "truncation": "disabled"}):
+        assert (await _price(pricer, body, Route.RESPONSES)).prompt_tokens > context

@@ -179,7 +179,8 @@ def engine_cases(model: str) -> list[Case]:
                 "Again, and tell me more about the colours and the shapes in it, please, "
                 "one by one and in as much detail as you can.")}],
             "truncate_prompt_tokens": 420, "truncation_side": "right", "max_tokens": 2,
-            "temperature": 0}, note="the end cut, the image kept whole"),
+            "temperature": 0},
+            note="the end cut where the prompt is longer (Qwen2.5-VL), the image kept whole"),
         Case("completions-list-truncate-prompt-tokens", "/v1/completions", {
             "model": model, "prompt": ["Once upon a time there was", "The quick brown fox"],
             "truncate_prompt_tokens": 2, "max_tokens": 2, "temperature": 0},

@@ -119,6 +119,7 @@ class ManagedServer:
         self.ready_timeout = ready_timeout
         self.process: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
+        self._started = 0.0
 
     @property
     def base_url(self) -> str:
@@ -129,7 +130,11 @@ class ManagedServer:
         return self.base_url + self.ready_path
 
     def start(self) -> Self:
-        started = time.monotonic()
+        return self.launch().wait_ready()
+
+    def launch(self) -> Self:
+        """The process started, not waited for (``wait_ready`` waits)."""
+        self._started = time.monotonic()
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(  # noqa: S603
                 self.argv,
@@ -139,9 +144,22 @@ class ManagedServer:
                 cwd=ROOT,
                 start_new_session=True,
             )
-        self._wait_ready(started)
-        self.startup_seconds = time.monotonic() - started
         return self
+
+    def wait_ready(self) -> Self:
+        """Back once ``ready_url`` answers 200; raises if the process exits or times out."""
+        self._wait_ready(self._started)
+        self.startup_seconds = time.monotonic() - self._started
+        return self
+
+    def is_ready(self) -> bool:
+        """Whether ``ready_url`` answers 200 now."""
+        with (
+            contextlib.suppress(OSError, urllib.error.URLError),
+            urllib.request.urlopen(self.ready_url, timeout=2) as reply,  # noqa: S310
+        ):
+            return bool(reply.status == 200)
+        return False
 
     def _wait_ready(self, started: float) -> None:
         assert self.process is not None
@@ -149,12 +167,8 @@ class ManagedServer:
             if self.process.poll() is not None:
                 tail = self.log_path.read_text(errors="replace")[-4000:]
                 raise RuntimeError(f"{self.argv[0]} exited {self.process.returncode}:\n{tail}")
-            with (
-                contextlib.suppress(OSError, urllib.error.URLError),
-                urllib.request.urlopen(self.ready_url, timeout=2) as reply,  # noqa: S310
-            ):
-                if reply.status == 200:
-                    return
+            if self.is_ready():
+                return
             time.sleep(0.5)
         self.stop()
         raise TimeoutError(f"not ready after {self.ready_timeout} s; log: {self.log_path}")

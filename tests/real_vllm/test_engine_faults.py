@@ -10,7 +10,8 @@ module, in this order, each test leaving the state the next one starts from:
    event, the ledger returns to zero, ``/readyz`` says why it is not ready, and new requests
    get a 502 or 503 at once rather than after a timeout;
 3. restarted on the same port with another ``--max-model-len`` and KV pool: the sidecar is
-   ready again without a restart of its own, and its ``auto`` budget and context follow.
+   not ready while vLLM starts and says why, is ready again without a restart of its own,
+   and its ``auto`` budget and context follow.
 """
 
 from __future__ import annotations
@@ -234,7 +235,23 @@ def test_engine_restarted_with_another_pool_is_followed_without_a_sidecar_restar
         faults.port,
         max_model_len=RESTART_MAX_MODEL_LEN,
         kv_cache_gib=RESTART_KV_CACHE_GIB,
-    ).start()
+    ).launch()
+    # vLLM's slow start-up (tens of seconds on CPU): the sidecar is not ready until vLLM is,
+    # and says why. The sidecar is asked first: a 200 from it while vLLM's own /health still
+    # fails afterwards would be a ready said too soon.
+    not_ready_answers, started = 0, time.monotonic()
+    while time.monotonic() - started < faults.engine.ready_timeout:
+        status, readiness = faults.readyz()
+        if faults.engine.is_ready():
+            break
+        assert status == 503, readiness
+        # Refused while vLLM loads; an answer other than 200 if it listens before it is up.
+        assert readiness["detail"].startswith("vLLM /health "), readiness
+        not_ready_answers += 1
+        assert faults.engine_alive(), "vLLM exited while starting"
+        time.sleep(0.5)
+    assert not_ready_answers > 0  # vLLM cannot load a model in the first poll
+    faults.engine.wait_ready()
     _until(lambda: faults.readyz()[0] == 200, "/readyz ready once vLLM is back", 60)
     _until(
         lambda: faults.gauge("vlm_sidecar_engine_max_model_len") == RESTART_MAX_MODEL_LEN,

@@ -438,9 +438,7 @@ _TABLE: tuple[Architecture, ...] = (
         "idefics3",
         proof=BY_BOTH,
     ),
-    _rule(
-        "SmolVLMForConditionalGeneration", "smolvlm", "smolvlm", "smolvlm", proof=BY_TRANSFORMERS
-    ),
+    _rule("SmolVLMForConditionalGeneration", "smolvlm", "smolvlm", "smolvlm", proof=BY_BOTH),
     # --- Llama 4 ------------------------------------------------------------------------------
     _rule("Llama4ForConditionalGeneration", "mllama4", "llama4", "llama4", proof=BY_TRANSFORMERS),
     # --- No rule yet --------------------------------------------------------------------------

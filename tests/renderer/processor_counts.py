@@ -28,11 +28,12 @@ Values, and where they are from:
   config and preprocessor, with the checkpoint's multimodal token ids and, where the HF
   processor reads them from ``processor_config.json``, its processor values.
 
-Mistral3, Gemma 3 and Idefics3 are counted by the length of the prompt update's replacement
+Mistral3, Gemma 3, Idefics3 and SmolVLM are counted by the length of the prompt update's replacement
 (``count="replacement"``): their ``get_num_image_tokens`` counts the embedding positions only
 (Mistral3: no ``[IMG_BREAK]`` / ``[IMG_END]``; Gemma 3: no ``\\n\\n<start_of_image>`` ...
-``<end_of_image>\\n\\n``; Idefics3: no row / column and ``<fake_token_around_image>`` tokens),
-while the placeholder a served request gets, and the sidecar prices, is the whole replacement.
+``<end_of_image>\\n\\n``; Idefics3 / SmolVLM: no row / column and
+``<fake_token_around_image>`` tokens), while the placeholder a served request gets, and the
+sidecar prices, is the whole replacement.
 """
 
 from __future__ import annotations
@@ -479,6 +480,18 @@ BUILTIN_FAMILIES: tuple[AliasFamily, ...] = (
         "<image>",
         "Idefics3Processor",
         processor_config={"processor_class": "Idefics3Processor", "image_seq_len": 169},
+        newlines=True,
+        count="replacement",
+    ),
+    _from_builtin(
+        "smolvlm2",
+        "HuggingFaceTB/SmolVLM2-2.2B-Instruct",
+        "SmolVLMForConditionalGeneration",
+        {"image_token_id": "<image>"},
+        ("<end_of_utterance>", *IDEFICS_TOKENS, "<video>"),
+        "<image>",
+        "SmolVLMProcessor",
+        processor_config={"processor_class": "SmolVLMProcessor", "image_seq_len": 81},
         newlines=True,
         count="replacement",
     ),

@@ -156,6 +156,16 @@ def _inspect_models_in_process() -> None:
     registry._run_in_subprocess = lambda function: function()  # type: ignore[attr-defined]
 
 
+def _num2words_stand_in() -> None:
+    """``SmolVLMProcessor`` refuses to be built without ``num2words``, which only its video
+    prompts use (the frame timestamps) and which vLLM does not install: a stand-in lets the
+    image path run; an image's prompt never calls it."""
+    from transformers.models.smolvlm import processing_smolvlm
+
+    if processing_smolvlm.num2words is None:
+        processing_smolvlm.num2words = str
+
+
 def run_model(job: dict[str, Any]) -> dict[str, Any]:
     import warnings
 
@@ -189,6 +199,7 @@ def main(argv: list[str]) -> int:
     with open(argv[1], encoding="utf-8") as file:
         jobs = json.load(file)
     _inspect_models_in_process()
+    _num2words_stand_in()
     results: dict[str, Any] = {}
     for job in jobs:
         try:

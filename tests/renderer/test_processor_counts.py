@@ -5,11 +5,11 @@ the extremes.
 vLLM's processor runs in-process in ``.tools/vllm-render`` (``processor_worker.py``) on model
 directories built offline (``processor_counts.py``). The 1,000 sizes and the extremes use the
 placeholder count vLLM computes from the size (``info.get_num_image_tokens``, or for
-Mistral3, Gemma 3 and Idefics3 the length of the replacement its prompt update makes for the
-size), after vLLM's decode limit; a sample of real images goes through the full processor
-(the HF processor, then vLLM's prompt updates), whose placeholder must equal that count, so
-the size-only count is the one a served request gets. The sidecar's outcome is
-``load_profile(directory)``'s rule on the same directory: its token count, or a refusal.
+Mistral3, Gemma 3, Idefics3 and SmolVLM the length of the replacement its prompt update
+makes for the size), after vLLM's decode limit; a sample of real images goes through the
+full processor (the HF processor, then vLLM's prompt updates), whose placeholder must equal
+that count, so the size-only count is the one a served request gets. The sidecar's outcome
+is ``load_profile(directory)``'s rule on the same directory: its token count, or a refusal.
 
 One worker process serves every family: vLLM's import dominates, each family adds a few
 seconds (measured in docs/supported-models.md).

@@ -440,7 +440,7 @@ _TABLE: tuple[Architecture, ...] = (
     ),
     _rule("SmolVLMForConditionalGeneration", "smolvlm", "smolvlm", "smolvlm", proof=BY_BOTH),
     # --- Llama 4 ------------------------------------------------------------------------------
-    _rule("Llama4ForConditionalGeneration", "mllama4", "llama4", "llama4", proof=BY_TRANSFORMERS),
+    _rule("Llama4ForConditionalGeneration", "mllama4", "llama4", "llama4", proof=BY_BOTH),
     # --- No rule yet --------------------------------------------------------------------------
     _engine("AriaForConditionalGeneration", "aria"),
     _engine("BagelForConditionalGeneration", "bagel"),

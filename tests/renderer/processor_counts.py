@@ -73,9 +73,11 @@ class AliasFamily:
     # ``get_num_image_tokens`` omits the ``crop_to_patches`` the processor forces); such a
     # family is proven on real images through the full processor only.
     size_only_count_is_served: bool = True
-    # How the worker counts a size: "info" (``info.get_num_image_tokens``) or "replacement"
+    # How the worker counts a size: "info" (``info.get_num_image_tokens``), "replacement"
     # (the length of the prompt update's replacement, where ``get_num_image_tokens`` counts
-    # only part of the placeholder: Mistral3 leaves out the row breaks and the end token).
+    # only part of the placeholder: Mistral3 leaves out the row breaks and the end token), or
+    # "none" (Llama 4: vLLM has no count from the size alone; only the decode limit is
+    # checked per size, and the family is proven through the full processor).
     count: str = "info"
     # The replacement text holds "\n" and "\n\n" (Gemma 3, Idefics3, SmolVLM, Llama 4): the
     # tokenizer keeps a run of up to 4 as one token, as the families' own tokenizers do
@@ -494,6 +496,27 @@ BUILTIN_FAMILIES: tuple[AliasFamily, ...] = (
         processor_config={"processor_class": "SmolVLMProcessor", "image_seq_len": 81},
         newlines=True,
         count="replacement",
+    ),
+    _from_builtin(
+        "llama4",
+        "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+        "Llama4ForConditionalGeneration",
+        {"image_token_index": "<|image|>"},
+        (
+            "<|eot|>",
+            "<|image|>",
+            "<|image_start|>",
+            "<|image_end|>",
+            "<|patch|>",
+            "<|tile_x_separator|>",
+            "<|tile_y_separator|>",
+        ),
+        "<|image|>",
+        "Llama4Processor",
+        processor_config={"processor_class": "Llama4Processor", "patch_size": 14},
+        newlines=True,
+        size_only_count_is_served=False,
+        count="none",
     ),
     _from_builtin(
         "llava-1.5",

@@ -123,6 +123,13 @@ def _replacement_count(processor: Any) -> Any:
     return count
 
 
+def _no_size_only_count(width: int, height: int) -> int:
+    """Llama 4: vLLM has no count from the size alone (``Mllama4ProcessingInfo`` has no
+    ``get_num_image_tokens``; the replacement reads the ``aspect_ratios`` the HF processor
+    returns), so a size is only checked against the decode limit."""
+    raise ValueError("no size-only count: the replacement needs the HF processor's output")
+
+
 def _outcome(count: Any, width: int, height: int, errors: list[str]) -> int | str:
     refusal = _limit_refusal(width, height)
     if refusal is not None:
@@ -184,6 +191,8 @@ def run_model(job: dict[str, Any]) -> dict[str, Any]:
     processor = MULTIMODAL_REGISTRY.create_processor(model_config)
     if job["count"] == "replacement":
         count = _replacement_count(processor)
+    elif job["count"] == "none":
+        count = _no_size_only_count
     else:
         count = _count_function(processor.info)
     errors: list[str] = []

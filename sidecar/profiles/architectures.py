@@ -147,7 +147,7 @@ _TABLE: tuple[Architecture, ...] = (
         prompt_family="qwen3_vl",
         video_rule="qwen3_vl",
         note="Qwen3VLMoeProcessingInfo only overrides get_hf_config",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
     _rule(
         "Qwen3_5ForConditionalGeneration",
@@ -289,14 +289,14 @@ _TABLE: tuple[Architecture, ...] = (
         "llava_next",
         "llava_next",
         "llava_next",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
     _rule(
         "LlavaOnevisionForConditionalGeneration",
         "llava_onevision",
         "llava_onevision",
         "llava_onevision",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
     _engine("LlavaNextVideoForConditionalGeneration", "llava_next_video", "videos only in vLLM"),
     _engine("LlavaOnevision2ForConditionalGeneration", "llava_onevision2"),
@@ -313,7 +313,7 @@ _TABLE: tuple[Architecture, ...] = (
         "mistral3",
         "mistral3",
         "mistral3",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
     _rule(
         "LightOnOCRForConditionalGeneration",
@@ -330,7 +330,7 @@ _TABLE: tuple[Architecture, ...] = (
         "Mistral's own format (params.json, mistral_common tokenizer)",
     ),
     # --- Gemma ---------------------------------------------------------------------------------
-    _rule("Gemma3ForConditionalGeneration", "gemma3_mm", "gemma3", "gemma3", proof=BY_TRANSFORMERS),
+    _rule("Gemma3ForConditionalGeneration", "gemma3_mm", "gemma3", "gemma3", proof=BY_BOTH),
     _rule(
         "Gemma3nForConditionalGeneration",
         "gemma3n_mm",
@@ -436,13 +436,11 @@ _TABLE: tuple[Architecture, ...] = (
         "idefics3",
         "idefics3",
         "idefics3",
-        proof=BY_TRANSFORMERS,
+        proof=BY_BOTH,
     ),
-    _rule(
-        "SmolVLMForConditionalGeneration", "smolvlm", "smolvlm", "smolvlm", proof=BY_TRANSFORMERS
-    ),
+    _rule("SmolVLMForConditionalGeneration", "smolvlm", "smolvlm", "smolvlm", proof=BY_BOTH),
     # --- Llama 4 ------------------------------------------------------------------------------
-    _rule("Llama4ForConditionalGeneration", "mllama4", "llama4", "llama4", proof=BY_TRANSFORMERS),
+    _rule("Llama4ForConditionalGeneration", "mllama4", "llama4", "llama4", proof=BY_BOTH),
     # --- No rule yet --------------------------------------------------------------------------
     _engine("AriaForConditionalGeneration", "aria"),
     _engine("BagelForConditionalGeneration", "bagel"),

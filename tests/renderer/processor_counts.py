@@ -24,6 +24,16 @@ Values, and where they are from:
   (patch 14 / 16, merge 2) and ``Qwen2VLImageProcessor`` 3,136 to 12,845,056 px.
 * LightOnOCR (``LightOnOCRForConditionalGeneration``): Pixtral tower at 1,540 px, patch 14,
   ``spatial_merge_size`` 2.
+* The families with built-in profiles (``BUILTIN_FAMILIES``): the built-in's transcribed
+  config and preprocessor, with the checkpoint's multimodal token ids and, where the HF
+  processor reads them from ``processor_config.json``, its processor values.
+
+Mistral3, Gemma 3, Idefics3 and SmolVLM are counted by the length of the prompt update's replacement
+(``count="replacement"``): their ``get_num_image_tokens`` counts the embedding positions only
+(Mistral3: no ``[IMG_BREAK]`` / ``[IMG_END]``; Gemma 3: no ``\\n\\n<start_of_image>`` ...
+``<end_of_image>\\n\\n``; Idefics3 / SmolVLM: no row / column and
+``<fake_token_around_image>`` tokens), while the placeholder a served request gets, and the
+sidecar prices, is the whole replacement.
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenizers import Regex, Tokenizer, models, pre_tokenizers
 
 from sidecar.profiles.builtins import BUILTIN_MODELS
 from tests.real_vllm.renderer import VLLM_RENDER
@@ -63,6 +73,16 @@ class AliasFamily:
     # ``get_num_image_tokens`` omits the ``crop_to_patches`` the processor forces); such a
     # family is proven on real images through the full processor only.
     size_only_count_is_served: bool = True
+    # How the worker counts a size: "info" (``info.get_num_image_tokens``), "replacement"
+    # (the length of the prompt update's replacement, where ``get_num_image_tokens`` counts
+    # only part of the placeholder: Mistral3 leaves out the row breaks and the end token), or
+    # "none" (Llama 4: vLLM has no count from the size alone; only the decode limit is
+    # checked per size, and the family is proven through the full processor).
+    count: str = "info"
+    # The replacement text holds "\n" and "\n\n" (Gemma 3, Idefics3, SmolVLM, Llama 4): the
+    # tokenizer keeps a run of up to 4 as one token, as the families' own tokenizers do
+    # (vLLM's Gemma 3 processor looks up "\n" to "\n\n\n\n" in the vocabulary).
+    newlines: bool = False
 
 
 def _text(model_type: str, **extra: Any) -> dict[str, Any]:
@@ -282,6 +302,8 @@ def _from_builtin(
     processor_config: Mapping[str, Any] | None = None,
     named_tokens: Mapping[str, str] | None = None,
     size_only_count_is_served: bool = True,
+    count: str = "info",
+    newlines: bool = False,
 ) -> AliasFamily:
     """A family the sidecar has a built-in profile for: its transcribed config.json and
     preprocessor values (``sidecar.profiles.builtins``), with the architecture and the
@@ -303,10 +325,18 @@ def _from_builtin(
         named_tokens=named_tokens or {},
         extra_files=extra,
         size_only_count_is_served=size_only_count_is_served,
+        count=count,
+        newlines=newlines,
     )
 
 
 QWEN_PROMPT = "<|vision_start|><|image_pad|><|vision_end|>"
+IDEFICS_TOKENS = (
+    "<fake_token_around_image>",
+    "<image>",
+    "<global-img>",
+    *(f"<row_{row}_col_{column}>" for row in range(1, 7) for column in range(1, 7)),
+)
 # The families with built-in profiles, through vLLM's processor as well as transformers'.
 BUILTIN_FAMILIES: tuple[AliasFamily, ...] = (
     _from_builtin(
@@ -361,6 +391,132 @@ BUILTIN_FAMILIES: tuple[AliasFamily, ...] = (
             "video_token": "<video>",
         },
         size_only_count_is_served=False,
+    ),
+    _from_builtin(
+        "qwen3-vl-moe",
+        "Qwen/Qwen3-VL-30B-A3B-Instruct",
+        "Qwen3VLMoeForConditionalGeneration",
+        QWEN_IDS,
+        QWEN_TOKENS,
+        QWEN_PROMPT,
+        "Qwen3VLProcessor",
+    ),
+    _from_builtin(
+        "llava-next",
+        "llava-hf/llava-v1.6-mistral-7b-hf",
+        "LlavaNextForConditionalGeneration",
+        {"image_token_index": "<image>"},
+        ("</s>", "<image>"),
+        "<image>",
+        "LlavaNextProcessor",
+        processor_config={
+            "processor_class": "LlavaNextProcessor",
+            "patch_size": 14,
+            "vision_feature_select_strategy": "default",
+            "num_additional_image_tokens": 1,
+            "image_token": "<image>",
+        },
+    ),
+    _from_builtin(
+        "llava-onevision",
+        "llava-hf/llava-onevision-qwen2-7b-ov-hf",
+        "LlavaOnevisionForConditionalGeneration",
+        {"image_token_index": "<image>", "video_token_index": "<video>"},
+        ("<|im_end|>", "<image>", "<video>"),
+        "<image>",
+        "LlavaOnevisionProcessor",
+        processor_config={
+            "processor_class": "LlavaOnevisionProcessor",
+            "num_image_tokens": 729,
+            "vision_feature_select_strategy": "full",
+            "vision_aspect_ratio": "anyres_max_9",
+            "image_token": "<image>",
+            "video_token": "<video>",
+        },
+    ),
+    _from_builtin(
+        "mistral3",
+        "mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+        "Mistral3ForConditionalGeneration",
+        {"image_token_index": "[IMG]"},
+        ("</s>", "[IMG]", "[IMG_BREAK]", "[IMG_END]"),
+        "[IMG]",
+        "PixtralProcessor",
+        processor_config={
+            "processor_class": "PixtralProcessor",
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "image_token": "[IMG]",
+            "image_break_token": "[IMG_BREAK]",
+            "image_end_token": "[IMG_END]",
+        },
+        count="replacement",
+    ),
+    _from_builtin(
+        "gemma3",
+        "google/gemma-3-4b-it",
+        "Gemma3ForConditionalGeneration",
+        {
+            "image_token_index": "<image_soft_token>",
+            "boi_token_index": "<start_of_image>",
+            "eoi_token_index": "<end_of_image>",
+        },
+        ("<eos>", "<start_of_image>", "<end_of_image>", "<image_soft_token>"),
+        "<start_of_image>",
+        "Gemma3Processor",
+        processor_config={"processor_class": "Gemma3Processor", "image_seq_length": 256},
+        named_tokens={
+            "boi_token": "<start_of_image>",
+            "eoi_token": "<end_of_image>",
+            "image_token": "<image_soft_token>",
+        },
+        newlines=True,
+        count="replacement",
+    ),
+    _from_builtin(
+        "idefics3",
+        "HuggingFaceM4/Idefics3-8B-Llama3",
+        "Idefics3ForConditionalGeneration",
+        {"image_token_id": "<image>"},
+        ("<end_of_utterance>", *IDEFICS_TOKENS),
+        "<image>",
+        "Idefics3Processor",
+        processor_config={"processor_class": "Idefics3Processor", "image_seq_len": 169},
+        newlines=True,
+        count="replacement",
+    ),
+    _from_builtin(
+        "smolvlm2",
+        "HuggingFaceTB/SmolVLM2-2.2B-Instruct",
+        "SmolVLMForConditionalGeneration",
+        {"image_token_id": "<image>"},
+        ("<end_of_utterance>", *IDEFICS_TOKENS, "<video>"),
+        "<image>",
+        "SmolVLMProcessor",
+        processor_config={"processor_class": "SmolVLMProcessor", "image_seq_len": 81},
+        newlines=True,
+        count="replacement",
+    ),
+    _from_builtin(
+        "llama4",
+        "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+        "Llama4ForConditionalGeneration",
+        {"image_token_index": "<|image|>"},
+        (
+            "<|eot|>",
+            "<|image|>",
+            "<|image_start|>",
+            "<|image_end|>",
+            "<|patch|>",
+            "<|tile_x_separator|>",
+            "<|tile_y_separator|>",
+        ),
+        "<|image|>",
+        "Llama4Processor",
+        processor_config={"processor_class": "Llama4Processor", "patch_size": 14},
+        newlines=True,
+        size_only_count_is_served=False,
+        count="none",
     ),
     _from_builtin(
         "llava-1.5",
@@ -456,7 +612,7 @@ def _resolved(value: Any, ids: Mapping[str, int]) -> Any:
         return {key: _resolved(item, ids) for key, item in value.items()}
     if isinstance(value, list):
         return [_resolved(item, ids) for item in value]
-    if isinstance(value, str) and value.startswith("{<") and value.endswith(">}"):
+    if isinstance(value, str) and value[:2] in ("{<", "{[") and value[-2:] in (">}", "]}"):
         return ids[value[1:-1]]
     return value
 
@@ -475,8 +631,15 @@ def write_model(family: AliasFamily, directory: Path) -> Path:
     """The family's model directory: config, processor values, tokenizer."""
     directory.mkdir(parents=True, exist_ok=True)
     ids = token_ids(family)
-    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, **ids}, unk_token="[UNK]"))  # noqa: S106
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    vocab = {"[UNK]": 0, **ids}
+    if family.newlines:
+        vocab |= {"\n" * n: len(vocab) + n - 1 for n in range(1, 5)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))  # noqa: S106
+    tokenizer.pre_tokenizer = (
+        pre_tokenizers.Split(Regex(r"\n+|[^\n]+"), behavior="isolated")
+        if family.newlines
+        else pre_tokenizers.Whitespace()
+    )
     tokenizer.add_special_tokens(list(family.tokens))
     tokenizer.save(str(directory / "tokenizer.json"))
     tokenizer_config = {
@@ -507,6 +670,7 @@ def vllm_outcomes(
             "sizes": [list(size) for size in sizes],
             "applied": [list(size) for size in applied[name]],
             "prompt": families[name].prompt,
+            "count": families[name].count,
         }
         for name, directory in directories.items()
     ]

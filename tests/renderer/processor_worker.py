@@ -4,7 +4,7 @@ in-process, on the model directories of a job, answering one outcome per size.
     .tools/vllm-render/bin/python tests/renderer/processor_worker.py JOB.json OUT.json
 
 The job is ``[{"name", "directory", "sizes": [[w, h], ...], "applied": [[w, h], ...],
-"prompt"}]``. For each model the worker builds vLLM's ``ModelConfig`` and the processor
+"prompt", "count"}]``. For each model the worker builds vLLM's ``ModelConfig`` and the processor
 ``MULTIMODAL_REGISTRY.create_processor`` makes for it (what ``vllm serve`` and ``vllm launch
 render`` use), then per size:
 
@@ -12,8 +12,9 @@ render`` use), then per size:
    to the decode, see ``_limit_refusal``);
 2. the placeholder count vLLM's processor computes from the size alone,
    ``info.get_num_image_tokens`` (its extra arguments, the image or HF processor and the
-   request's mm kwargs, supplied as ``_get_prompt_updates`` supplies them); an exception is a
-   refusal.
+   request's mm kwargs, supplied as ``_get_prompt_updates`` supplies them), or, for a job
+   whose ``"count"`` is ``"replacement"``, the length of the replacement
+   ``_get_prompt_updates`` makes for an item of that size; an exception is a refusal.
 
 For ``applied`` sizes it also runs the full ``processor(prompt, images)`` (the HF processor
 on a real image, then vLLM's prompt updates) and reports the placeholder's length, which the
@@ -100,6 +101,35 @@ def _count_function(info: Any) -> Any:
     return count
 
 
+def _replacement_count(processor: Any) -> Any:
+    """The length of the replacement ``_get_prompt_updates`` makes for an image of this size,
+    for families whose ``get_num_image_tokens`` is not the placeholder's length (Mistral3:
+    the ``[IMG]`` tokens only, not the ``[IMG_BREAK]`` / ``[IMG_END]`` that follow each row).
+    The item is a zero-stride array: only its shape is read, nothing is allocated."""
+    import numpy as np
+    from vllm.multimodal.inputs import MultiModalKwargsItems
+
+    def count(width: int, height: int) -> int:
+        image = np.broadcast_to(np.uint8(0), (height, width, 3))
+        items = processor.info.parse_mm_data({"image": [image]})
+        (update,) = processor._get_prompt_updates(items, {}, MultiModalKwargsItems({}))
+        content = update.resolve(0).content
+        mask = content.is_embed
+        embeds = len(content.full) if mask is None else int(mask(content.full).sum())
+        if not embeds:  # the HF processor makes no image with no patches: refused
+            raise ValueError(f"no image tokens in the replacement ({len(content.full)} tokens)")
+        return len(content.full)
+
+    return count
+
+
+def _no_size_only_count(width: int, height: int) -> int:
+    """Llama 4: vLLM has no count from the size alone (``Mllama4ProcessingInfo`` has no
+    ``get_num_image_tokens``; the replacement reads the ``aspect_ratios`` the HF processor
+    returns), so a size is only checked against the decode limit."""
+    raise ValueError("no size-only count: the replacement needs the HF processor's output")
+
+
 def _outcome(count: Any, width: int, height: int, errors: list[str]) -> int | str:
     refusal = _limit_refusal(width, height)
     if refusal is not None:
@@ -133,6 +163,16 @@ def _inspect_models_in_process() -> None:
     registry._run_in_subprocess = lambda function: function()  # type: ignore[attr-defined]
 
 
+def _num2words_stand_in() -> None:
+    """``SmolVLMProcessor`` refuses to be built without ``num2words``, which only its video
+    prompts use (the frame timestamps) and which vLLM does not install: a stand-in lets the
+    image path run; an image's prompt never calls it."""
+    from transformers.models.smolvlm import processing_smolvlm
+
+    if processing_smolvlm.num2words is None:
+        processing_smolvlm.num2words = str
+
+
 def run_model(job: dict[str, Any]) -> dict[str, Any]:
     import warnings
 
@@ -149,7 +189,12 @@ def run_model(job: dict[str, Any]) -> dict[str, Any]:
         trust_remote_code=True,  # only the directory's own stand-in config module
     )
     processor = MULTIMODAL_REGISTRY.create_processor(model_config)
-    count = _count_function(processor.info)
+    if job["count"] == "replacement":
+        count = _replacement_count(processor)
+    elif job["count"] == "none":
+        count = _no_size_only_count
+    else:
+        count = _count_function(processor.info)
     errors: list[str] = []
     return {
         "info": type(processor.info).__name__,
@@ -163,6 +208,7 @@ def main(argv: list[str]) -> int:
     with open(argv[1], encoding="utf-8") as file:
         jobs = json.load(file)
     _inspect_models_in_process()
+    _num2words_stand_in()
     results: dict[str, Any] = {}
     for job in jobs:
         try:

@@ -4,11 +4,12 @@ the extremes.
 
 vLLM's processor runs in-process in ``.tools/vllm-render`` (``processor_worker.py``) on model
 directories built offline (``processor_counts.py``). The 1,000 sizes and the extremes use the
-placeholder count vLLM computes from the size (``info.get_num_image_tokens``), after vLLM's
-decode limit; a sample of real images goes through the full processor (the HF processor,
-then vLLM's prompt updates), whose placeholder must equal that count, so the size-only count
-is the one a served request gets. The sidecar's outcome is ``load_profile(directory)``'s rule
-on the same directory: its token count, or a refusal.
+placeholder count vLLM computes from the size (``info.get_num_image_tokens``, or for
+Mistral3, Gemma 3, Idefics3 and SmolVLM the length of the replacement its prompt update
+makes for the size), after vLLM's decode limit; a sample of real images goes through the
+full processor (the HF processor, then vLLM's prompt updates), whose placeholder must equal
+that count, so the size-only count is the one a served request gets. The sidecar's outcome
+is ``load_profile(directory)``'s rule on the same directory: its token count, or a refusal.
 
 One worker process serves every family: vLLM's import dominates, each family adds a few
 seconds (measured in docs/supported-models.md).
@@ -24,6 +25,7 @@ import pytest
 
 from sidecar.errors import UnsupportedImageSizeError
 from sidecar.profiles import load_profile
+from sidecar.profiles.architectures import ARCHITECTURES
 from sidecar.vision import VisionRule
 from tests.renderer.harness import renderer_installed
 from tests.renderer.processor_counts import (
@@ -146,7 +148,8 @@ def test_a_family_whose_size_only_count_is_not_served_matches_vllms_full_process
         if (mine := _sidecar(rule, (w, h))) != (theirs := _vllm(applied))
     ]
     assert not mismatches, mismatch_report(mismatches, len(APPLIED_ONLY)) + str(result["errors"])
-    # vLLM's size-only count differs (InternVL-hf: 256 whatever the size); the decode limit
+    # vLLM's size-only count differs (InternVL-hf: 256 whatever the size) or does not exist
+    # (Llama 4: its replacement reads the HF processor's aspect_ratios); the decode limit
     # still refuses what vLLM will not load.
     size_only = [_vllm(count) for count in result["counts"]]
     assert len({o for o in size_only if isinstance(o, int)}) < 3
@@ -184,3 +187,10 @@ def test_the_directories_carry_what_the_sidecar_reads(tmp_path: Path) -> None:
     for family in FAMILIES:
         profile = load_profile(str(write_model(family, tmp_path / family.name)))
         assert profile.architecture.name == family.architecture
+
+
+def test_every_family_run_here_is_recorded_as_proven_against_vllms_processor() -> None:
+    # The "Proven against" column of docs/supported-models.md comes from the architectures
+    # table: each family this tier runs is recorded there as proven by it.
+    for family in FAMILIES:
+        assert "tests/renderer" in ARCHITECTURES[family.architecture].proof, family.architecture

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from sidecar.cost.lax_values import lax_int
 from sidecar.settings import Settings, parse_objective_priorities
 
 OBJECTIVE_HEADERS = ("x-gateway-inference-objective", "x-llm-d-inference-objective")
@@ -92,11 +93,7 @@ def read_tags(
     names = (policy.fairness_id_header,) if policy.fairness_id_header else FAIRNESS_ID_HEADERS
     tenant = next((value for name in names if (value := headers.get(name))), "")
     objective = next((value for name in OBJECTIVE_HEADERS if (value := headers.get(name))), None)
-    priority = (
-        body_priority
-        if isinstance(body_priority, int) and not isinstance(body_priority, bool)
-        else None
-    )
+    priority = lax_int(body_priority)
     if objective is None and priority is None and not tenant:
         return NO_TAGS
     return QueueTags(None if objective is None else objective.strip(), priority, tenant)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sidecar.cost.conversation import ChatTemplateError
+from sidecar.cost.lax_values import lax_bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +65,8 @@ def from_chat_body(root: Mapping[str, Any]) -> ChatRequest:
         raise ChatTemplateError("no messages")
     tools = chat_tools(root.get("tools"))
     fields = {
-        "add_generation_prompt": root.get("add_generation_prompt", True),
-        "continue_final_message": root.get("continue_final_message", False),
+        "add_generation_prompt": lax_bool(root.get("add_generation_prompt"), True),
+        "continue_final_message": lax_bool(root.get("continue_final_message"), False),
         "documents": root.get("documents"),
         "reasoning_effort": root.get("reasoning_effort"),
     }

@@ -40,6 +40,7 @@ import orjson
 
 from sidecar.cost.body_lift import lift_strings
 from sidecar.cost.body_lift import splice as splice
+from sidecar.cost.lax_values import lax_bool
 from sidecar.cost.multipart import read_audio_form
 from sidecar.cost.readers import READERS
 from sidecar.cost.shapes import COMPLETIONS_DEFAULT_MAX_TOKENS as COMPLETIONS_DEFAULT_MAX_TOKENS
@@ -133,16 +134,17 @@ def parse_request_body(
     reading: Reading = READERS[route.shape](root, finder)
     if not all(lift.consumed for lift in lifts.values()):
         finder.restore(root)
-    model, stream = root.get("model"), root.get("stream")
+    model, stream = root.get("model"), lax_bool(root.get("stream"), None)
     if model is not None and not isinstance(model, str):
         raise InvalidRequestError("'model' must be a string", param="model")
-    if stream is not None and not isinstance(stream, bool):
+    if stream is None and root.get("stream") is not None:
         raise InvalidRequestError("'stream' must be a boolean", param="stream")
     include_usage = bool(stream)
     if route.shape in _STREAMING_SHAPES:
         options = root.get("stream_options")
-        usage = options.get("include_usage") if isinstance(options, dict) else None
-        if not isinstance(options, dict | None) or not isinstance(usage, bool | None):
+        sent = options.get("include_usage") if isinstance(options, dict) else None
+        usage = lax_bool(sent, None)
+        if not isinstance(options, dict | None) or (usage is None and sent is not None):
             raise InvalidRequestError(
                 "'stream_options' must be an object with a boolean 'include_usage'",
                 param="stream_options",
@@ -261,9 +263,9 @@ _INCOMPATIBLE_PROMPTS = (
 
 def _check_generation_prompt(root: dict[str, Any]) -> None:
     """vLLM's check, then transformers' (``add_generation_prompt`` defaults to true)."""
-    if not root.get("continue_final_message"):
+    if not lax_bool(root.get("continue_final_message"), False):
         return
-    if root.get("add_generation_prompt"):
+    if lax_bool(root.get("add_generation_prompt"), False):
         raise InvalidRequestError(_BOTH_PROMPTS)
     if "add_generation_prompt" not in root:
         raise InvalidRequestError(_INCOMPATIBLE_PROMPTS)

@@ -15,10 +15,10 @@ from typing import Any
 
 from sidecar.cost.chat_request import ChatRequest, from_chat_body
 from sidecar.cost.conversation import ChatTemplateError
+from sidecar.cost.lax_values import is_token_ids, lax_bool
 from sidecar.cost.messages_input import from_messages_body
 from sidecar.cost.request_body import RequestBody
 from sidecar.cost.responses_input import from_responses_body
-from sidecar.cost.shapes import is_token_id
 from sidecar.cost.text_tokens import PromptCounter
 from sidecar.routes import BodyShape
 from sidecar.video.qwen import QWEN_VIDEO_PLACEHOLDER_TOKENS
@@ -37,7 +37,7 @@ def exact_prompts(
     if shape is BodyShape.GENERATIVE_SCORING:
         return _scoring_prompts(counter, root, len(parsed.sequences))
     if shape is BodyShape.COMPLETIONS:
-        add_special = root.get("add_special_tokens", True) is not False
+        add_special = lax_bool(root.get("add_special_tokens"), True)
         texts = _completion_texts(root.get("prompt"))
         if len(texts) != len(parsed.sequences):
             raise ChatTemplateError("prompts and sequences disagree")
@@ -57,7 +57,9 @@ def exact_prompts(
     if len(parsed.sequences) != 1:
         raise ChatTemplateError("one conversation expected")
     # Chat and /tokenize's chat form both default to add_special_tokens false.
-    add_special = shape is not BodyShape.MESSAGES and root.get("add_special_tokens") is True
+    add_special = shape is not BodyShape.MESSAGES and lax_bool(
+        root.get("add_special_tokens"), False
+    )
     prompt = counter.chat_prompt_tokens(request, image_tokens, add_special_tokens=add_special)
     videos = sum(1 for item in parsed.media if item.kind == "video")
     return [prompt - QWEN_VIDEO_PLACEHOLDER_TOKENS * videos]
@@ -74,7 +76,7 @@ def _batch_prompts(
         raise ChatTemplateError("conversations and sequences disagree")
     if any(item.kind == "video" for item in parsed.media):
         raise ChatTemplateError("a batch with videos is estimated")
-    add_special = root.get("add_special_tokens") is True
+    add_special = lax_bool(root.get("add_special_tokens"), False)
     prompts = []
     for messages, sequence in zip(conversations, parsed.sequences, strict=True):
         request = from_chat_body({**root, "messages": messages, "tools": None})
@@ -90,11 +92,11 @@ def _scoring_prompts(counter: PromptCounter, root: Mapping[str, Any], sequences:
     ``add_special_tokens`` (default true) and each item without, and runs query and item
     together as one prompt per item."""
     query, items = root.get("query"), root.get("items")
-    add_special = root.get("add_special_tokens", True) is not False
+    add_special = lax_bool(root.get("add_special_tokens"), True)
     query_tokens = (
         counter.text_tokens(query, add_special_tokens=add_special) if isinstance(query, str) else 0
     )
-    if isinstance(items, list) and items and all(is_token_id(v) for v in items):
+    if isinstance(items, list) and items and is_token_ids(items):
         items = [items]  # one item sent as token ids
     if not isinstance(items, list) or len(items) != sequences:
         raise ChatTemplateError("items and sequences disagree")
@@ -109,7 +111,7 @@ def _completion_texts(prompt: Any) -> list[str | None]:
     """The text of each prompt, in the order of ``parsed.sequences`` (None: token ids)."""
     if isinstance(prompt, str):
         return [prompt]
-    if isinstance(prompt, list) and prompt and all(is_token_id(v) for v in prompt):
+    if isinstance(prompt, list) and prompt and is_token_ids(prompt):
         return [None]
     if isinstance(prompt, list):
         return [p if isinstance(p, str) else None for p in prompt]

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sidecar.cost.lax_values import is_token_ids, lax_int
 from sidecar.errors import InvalidRequestError
 from sidecar.images.refs import RefFinder, SequenceRef
 from sidecar.routes import Work
@@ -182,27 +183,24 @@ def read_decisions(root: dict[str, Any], finder: RefFinder) -> Reading:
 
 def positive_int(root: dict[str, Any], key: str) -> int | None:
     """An integer field that must be at least 1 when present (an integral float is one)."""
-    value = root.get(key)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if value is not None and not is_token_id(value):
+    raw = root.get(key)
+    if raw is None:
+        return None
+    value = lax_int(raw)
+    if value is None:
         raise InvalidRequestError(f"'{key}' must be an integer", param=key)
-    if value is not None and value < 1:
+    if value < 1:
         raise InvalidRequestError(f"{key} must be at least 1, got {value}.", param=key)
-    if value is not None and value > MAX_INT64:
+    if value > MAX_INT64:
         raise InvalidRequestError(f"{key} must be at most {MAX_INT64}.", param=key)
     return value
 
 
 def truncation(root: dict[str, Any]) -> int | None:
-    """``truncate_prompt_tokens`` as vLLM's lax int field reads it (an integral float is one);
-    None where absent or out of range, which vLLM refuses: the prompt is priced whole."""
-    value = root.get("truncate_prompt_tokens")
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not -1 <= value <= MAX_INT64:
-        return None
-    return value
+    """``truncate_prompt_tokens`` as vLLM reads it; None where absent or out of range, which
+    vLLM refuses: the prompt is priced whole."""
+    value = lax_int(root.get("truncate_prompt_tokens"))
+    return value if value is not None and -1 <= value <= MAX_INT64 else None
 
 
 def _chat_output_limit(root: dict[str, Any]) -> int | None:
@@ -221,14 +219,6 @@ def required_list(root: dict[str, Any], key: str) -> list[Any]:
     return value
 
 
-def is_token_id(value: Any) -> bool:
-    """What vLLM's request models take as a token id: an integer, or an integral float (their
-    ``int`` fields are lax: 7.0 is 7, 7.5 and true are refused)."""
-    if isinstance(value, float):
-        return value.is_integer()
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def read_prompts(
     root: dict[str, Any], key: str, finder: RefFinder, *, required: bool
 ) -> tuple[SequenceRef, ...]:
@@ -238,7 +228,7 @@ def read_prompts(
         start = finder.mark()
         finder.text(root, key, key)
         return (finder.since(start),)
-    if isinstance(value, list) and value and all(is_token_id(v) for v in value):
+    if isinstance(value, list) and value and is_token_ids(value):
         finder.count_parts(len(value), key)
         return (SequenceRef(token_ids=len(value)),)
     if isinstance(value, list) and value:
@@ -246,7 +236,7 @@ def read_prompts(
         sequences = []
         for i, each in enumerate(value):
             start = finder.mark()
-            if isinstance(each, list) and all(is_token_id(v) for v in each):
+            if isinstance(each, list) and is_token_ids(each):
                 finder.count_parts(len(each), key)
                 sequences.append(SequenceRef(token_ids=len(each)))
             elif isinstance(each, str):

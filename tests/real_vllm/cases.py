@@ -185,6 +185,15 @@ def engine_cases(model: str) -> list[Case]:
             "model": model, "prompt": ["Once upon a time there was", "The quick brown fox"],
             "truncate_prompt_tokens": 2, "max_tokens": 2, "temperature": 0},
             note="each prompt cut to 2"),
+        Case("chat-lax-scalars", "/v1/chat/completions", {
+            "model": model, "messages": [{"role": "user", "content": "Tell me a long story."}],
+            "max_tokens": "2", "n": True, "stream": "false", "truncate_prompt_tokens": "4",
+            "add_generation_prompt": "yes", "temperature": 0},
+            note="vLLM's lax fields: the strings and true read as 2, 1, False, 4 and True"),
+        Case("completions-lax-token-ids", "/v1/completions", {
+            "model": model, "prompt": [9707, "11", True, 0.0], "max_tokens": "2",
+            "add_special_tokens": "off", "temperature": 0},
+            note="a list vLLM reads as 4 token ids"),
         Case("completions-list", "/v1/completions", {
             "model": model, "prompt": ["Once upon a time", "The quick brown fox jumps"],
             "max_tokens": 2, "temperature": 0}, note="two prompts: usage sums them"),

@@ -79,6 +79,9 @@ def test_the_sidecar_agrees_with_vllm_on_bodies_drawn_from_its_schema(
     )
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     (LOG_DIR / f"differential-{stack.name}.md").write_text(report)
+    (LOG_DIR / f"differential-{stack.name}-bodies.jsonl").write_text(
+        "".join(f'{{"route": "{row.route}", "body": {row.body}}}\n' for row in tally.disagreements)
+    )
     if WRITE_DOCS:
         _write_figures(stack.name, report)
     assert sum(tally.requests.values()) >= len(routes)

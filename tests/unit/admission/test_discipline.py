@@ -43,7 +43,8 @@ TRUSTING = PriorityPolicy(objective_priorities=MAPPING, trust_request_priority=T
         ({}, 5, POLICY, DEFAULT_CLASS),
         ({}, 5, TRUSTING, QueueClass(-5, False)),
         ({}, -3, TRUSTING, QueueClass(3, False)),
-        ({}, True, TRUSTING, DEFAULT_CLASS),
+        ({}, "2", TRUSTING, QueueClass(-2, False)),
+        ({}, 1.5, TRUSTING, DEFAULT_CLASS),
         ({"x-gateway-inference-objective": "chat"}, 5, TRUSTING, QueueClass(10)),
     ],
     ids=[
@@ -58,7 +59,8 @@ TRUSTING = PriorityPolicy(objective_priorities=MAPPING, trust_request_priority=T
         "body-priority-untrusted-ignored",
         "body-priority-vllm-sign-later-never-shed",
         "body-priority-vllm-sign-earlier",
-        "body-priority-bool-ignored",
+        "body-priority-lax-int-as-vllm-reads-it",
+        "body-priority-fraction-ignored",
         "objective-wins-over-body",
     ],
 )
@@ -72,7 +74,7 @@ def test_read_tags_keeps_what_the_request_says_whatever_the_rules() -> None:
     headers = CIMultiDict({"x-llm-d-inference-objective": " batch ", "x-team": "red"})
     assert read_tags(headers, 7, PriorityPolicy(fairness=False)) == QueueTags("batch", 7, "")
     named = PriorityPolicy(fairness=False, fairness_id_header="x-team")
-    assert read_tags(headers, "7", named) == QueueTags("batch", None, "red")
+    assert read_tags(headers, "7", named) == QueueTags("batch", 7, "red")
     assert read_tags(CIMultiDict(), None, POLICY) is read_tags(CIMultiDict(), 1.5, POLICY)
 
 

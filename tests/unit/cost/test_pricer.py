@@ -187,8 +187,12 @@ async def test_pricer_keeps_what_truncate_prompt_tokens_keeps_of_a_text_prompt()
     cut = await _price(_pricer(), {**long_chat, "truncate_prompt_tokens": 5})
     assert (cut.prompt_tokens, cut.text_tokens) == (5, 5)
     assert cut.kv_bytes < whole.kv_bytes
+    # vLLM's lax int field reads "5", 5.0 and true as 5, 5 and 1.
+    for keep, kept_tokens in (("5", 5), (5.0, 5), (True, 1)):
+        kept = await _price(_pricer(), {**long_chat, "truncate_prompt_tokens": keep})
+        assert kept.prompt_tokens == kept_tokens
     # Longer than the prompt, or malformed (vLLM refuses it): the prompt is priced whole.
-    for keep in (whole.prompt_tokens + 1, "5", -2, True):
+    for keep in (whole.prompt_tokens + 1, "five", 5.5, -2):
         kept = await _price(_pricer(), {**long_chat, "truncate_prompt_tokens": keep})
         assert kept.prompt_tokens == whole.prompt_tokens
 

@@ -47,6 +47,7 @@ from sidecar.cost.shapes import COMPLETIONS_DEFAULT_MAX_TOKENS as COMPLETIONS_DE
 from sidecar.cost.shapes import MAX_INT64 as MAX_INT64
 from sidecar.cost.shapes import Reading
 from sidecar.errors import InvalidRequestError
+from sidecar.images import body_json
 from sidecar.images.refs import ImageRef, MediaItem, RefFinder, SequenceRef
 from sidecar.routes import BodyShape, Route, Work
 
@@ -124,7 +125,7 @@ def parse_request_body(
         return _audio(body, route, content_type)
     small, lifts = lift_strings(body, policy.max_parts)
     try:
-        root = orjson.loads(small)
+        root = body_json.loads(small)
     except orjson.JSONDecodeError:
         root, lifts = _loads(body), {}  # reports the error at its place in the body as sent
     if not isinstance(root, dict):
@@ -273,7 +274,7 @@ def _check_generation_prompt(root: dict[str, Any]) -> None:
 
 def _loads(body: bytes) -> Any:
     try:
-        return orjson.loads(body)
+        return body_json.loads(body)
     except orjson.JSONDecodeError as exc:
         if "not valid UTF-8" in str(exc):
             raise InvalidRequestError("The request body is not valid UTF-8") from None

@@ -23,6 +23,7 @@ from typing import Any, Literal, cast
 import orjson
 
 from sidecar.errors import InvalidRequestError
+from sidecar.images import body_json
 from sidecar.images.input_image import check_input_image
 
 SUPPORTED_PART_TYPES = ("audio_embeds", "audio_url", "image_embeds", "image_pil", "image_url",
@@ -363,7 +364,7 @@ class RefFinder:
         """Count structured text (tool definitions, tool calls) by its JSON length."""
         if isinstance(value, dict | list):
             self.restore(value)
-            self._count_text(orjson.dumps(value).decode())
+            self._count_text(body_json.dumps(value).decode())
 
     def media_value(
         self, holder: dict[str, Any] | list[Any], key: Any, modality: str, param: str

@@ -18,6 +18,7 @@ from sidecar.admission.decision import Downscale
 from sidecar.cost.body_lift import splice
 from sidecar.cost.request_body import RequestBody
 from sidecar.errors import NotBase64Error
+from sidecar.images import body_json
 from sidecar.images.refs import ImageRef
 from sidecar.images.resize import DownscaledImage, downscale_image
 
@@ -97,7 +98,7 @@ def merge_top_level_object(body: bytes, key: str, updates: dict[str, object]) ->
         field = quoted + b":" + orjson.dumps(updates)
         separator = b"" if body[start:].lstrip().startswith(b"}") else b","
         return body[:start] + field + separator + body[start:]
-    document = orjson.loads(body)
+    document = body_json.loads(body)
     current = document.get(key)
     document[key] = {**(current if isinstance(current, dict) else {}), **updates}
-    return orjson.dumps(document)
+    return body_json.dumps(document)

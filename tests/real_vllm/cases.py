@@ -168,6 +168,17 @@ def engine_cases(model: str) -> list[Case]:
                 "type": "object", "properties": {"a": {"type": "number"},
                                                  "b": {"type": "number"}}}}}],
             tool_choice="none"), note="tools are rendered into the prompt"),
+        Case("chat-tool-integer-past-64-bits", "/v1/chat/completions", chat(model, [
+            {"role": "user", "content": "Pick a number."}], tools=[{"type": "function",
+            "function": {"name": "pick", "parameters": {"type": "object", "properties": {
+                "n": {"type": "integer", "minimum": -(2**63) - 1, "maximum": 10**20}}}}}],
+            tool_choice="none"), note="integers orjson reads as floats, rendered whole"),
+        Case("messages-count-tokens-tool-integer-past-64-bits", "/v1/messages/count_tokens", {
+            "model": model, "messages": [{"role": "user", "content": "Pick a number."}],
+            "tools": [{"name": "pick", "input_schema": {"type": "object", "properties": {
+                "n": {"type": "integer", "maximum": 726089013388318475685432051892224}}}}],
+            "tool_choice": {"type": "none"}},
+            note="the differential tier's find, made small"),
         Case("chat-max-completion-tokens", "/v1/chat/completions", {
             "model": model, "messages": [image], "max_completion_tokens": 2, "temperature": 0}),
         Case("chat-truncate-prompt-tokens", "/v1/chat/completions", {

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import random
 import time
 from collections import Counter
@@ -266,7 +267,7 @@ def compare(
             example,
             f"{direct.status} {direct.body[:120]!r}".replace("|", "\\|"),
             f"{through.status} {through.body[:120]!r}".replace("|", "\\|"),
-            orjson.dumps(body, default=repr).decode(),
+            json.dumps(body, default=repr),
         )
 
     if through.status >= 500 and (sidecar_refused(through) or direct.status < 500):

@@ -131,3 +131,28 @@ def test_bodies_whose_prompts_cannot_be_lined_up_are_left_to_the_estimate(
     ):
         with pytest.raises(ChatTemplateError):
             exact_prompts(counter, broken, [])
+
+
+def test_a_tool_schemas_integer_past_64_bits_renders_whole_as_vllm_renders_it() -> None:
+    # Found by the differential tier: orjson had read the integer as 1e+20, a shorter prompt
+    # than the one vLLM's json renders; the count is of the digits. (Qwen3-VL's template
+    # renders tools; Qwen2.5-VL's leaves them out.)
+    counter = PromptCounter.from_model_dir(ensure_model("qwen3-vl-8b"), "qwen3_vl")
+    assert counter is not None
+
+    def chat(maximum: str) -> bytes:
+        schema = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 0}}}
+        tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+        body = orjson.dumps({"messages": [{"role": "user", "content": "hi"}], "tools": [tool]})
+        return body.replace(b'"maximum":0', b'"maximum":' + maximum.encode())
+
+    def count(body: bytes) -> int:
+        (tokens,) = exact_prompts(counter, parse_request_body(body, Route.CHAT), [])
+        return tokens
+
+    digits = "100000000000000000000"
+    wider = count(chat(digits)) - count(chat("1"))
+    assert wider == counter.text_tokens(digits, add_special_tokens=False) - counter.text_tokens(
+        "1", add_special_tokens=False
+    )
+    assert count(chat(digits)) != count(chat("1e+20"))

@@ -45,6 +45,14 @@ def test_merge_top_level_object_updates_an_existing_key(
     assert merged == {"model": "m", "stream_options": expected}
 
 
+def test_merge_top_level_object_keeps_an_integer_past_64_bits_as_sent() -> None:
+    # Rewriting parses the whole body; orjson alone would send 1e+20 where the client sent
+    # the integer.
+    body = b'{"seed": 100000000000000000000, "stream_options": {}, "stream": true}'
+    merged = merge_top_level_object(body, "stream_options", {"include_usage": True})
+    assert b'"seed":100000000000000000000' in merged
+
+
 def test_with_stream_usage_and_max_pixels_name_vllms_fields() -> None:
     body = b'{"model": "m"}'
     assert orjson.loads(with_stream_usage(body))["stream_options"] == {"include_usage": True}

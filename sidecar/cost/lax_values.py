@@ -24,6 +24,8 @@ def lax_int(value: Any) -> int | None:
     """``value`` as an ``int`` field reads it, or None where that field refuses it."""
     if type(value) is int:
         return value
+    if value is None:
+        return None
     if type(value) is float:  # also past int64, where the caller's range check answers
         return int(value) if value.is_integer() else None
     try:

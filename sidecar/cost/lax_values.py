@@ -46,16 +46,21 @@ def lax_bool(value: Any, default: Default) -> bool | Default:
         return default
 
 
-def is_token_ids(value: list[Any]) -> bool:
-    """Whether a prompt field's list is read as token ids (its ``list[int]`` member) rather
-    than as texts: pydantic's union takes a list of strings as texts, and any other list its
-    ``int`` fields read, such as ``[1, "2", true]``, as ids."""
+def is_int_list(value: list[Any]) -> bool:
+    """Whether a ``list[int]`` field reads ``value``: ``[1, "2", true]`` is ``[1, 2, 1]``."""
     if all(type(v) is int for v in value):
         return True
-    if all(isinstance(v, str) for v in value):
-        return False
     try:
         _INT_LIST.validate_python(value)
     except ValidationError:
         return False
     return True
+
+
+def is_token_ids(value: list[Any]) -> bool:
+    """Whether a prompt field typed ``list[int] | ... | list[str]`` reads its list as token
+    ids rather than as texts: pydantic's union takes a list of strings as texts (its strict
+    match), and any other list a ``list[int]`` reads as ids."""
+    if all(type(v) is int for v in value):
+        return True
+    return not all(isinstance(v, str) for v in value) and is_int_list(value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sidecar.cost.lax_values import is_int_list
 from sidecar.cost.shapes import (
     Reading,
     count_n,
@@ -96,7 +97,14 @@ def read_rerank(root: dict[str, Any], finder: RefFinder) -> Reading:
 
 def read_generative_scoring(root: dict[str, Any], finder: RefFinder) -> Reading:
     """``/generative_scoring``: one engine request per item, the query before it, one token."""
-    query = read_prompts(root, "query", finder, required=True)
+    value = root.get("query")
+    if isinstance(value, list):  # vLLM's query is ``str | list[int]``: any list is token ids
+        if not is_int_list(value):
+            raise InvalidRequestError("'query' must be a string or token ids", param="query")
+        finder.count_parts(len(value), "query")
+        query: tuple[SequenceRef, ...] = (SequenceRef(token_ids=len(value)),)
+    else:
+        query = read_prompts(root, "query", finder, required=True)
     items = read_prompts(root, "items", finder, required=True)
     return Reading(_pairs(query, items), 1)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sidecar.cost.lax_values import is_token_ids, lax_int
+from sidecar.cost.lax_values import is_int_list, is_token_ids, lax_int
 from sidecar.errors import InvalidRequestError
 from sidecar.images.refs import RefFinder, SequenceRef
 from sidecar.routes import Work
@@ -236,7 +236,7 @@ def read_prompts(
         sequences = []
         for i, each in enumerate(value):
             start = finder.mark()
-            if isinstance(each, list) and is_token_ids(each):
+            if isinstance(each, list) and is_int_list(each):  # the list[list[int]] member
                 finder.count_parts(len(each), key)
                 sequences.append(SequenceRef(token_ids=len(each)))
             elif isinstance(each, str):

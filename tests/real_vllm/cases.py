@@ -205,6 +205,10 @@ def engine_cases(model: str) -> list[Case]:
             "model": model, "prompt": [9707, "11", True, 0.0], "max_tokens": "2",
             "add_special_tokens": "off", "temperature": 0},
             note="a list vLLM reads as 4 token ids"),
+        Case("generative-scoring-query-token-ids", "/generative_scoring", {
+            "model": model, "query": ["140", 11], "items": ["Yes it is", "No"],
+            "label_token_ids": [140]},
+            note="vLLM's query is str | list[int]: the list is 2 token ids before each item"),
         Case("completions-list", "/v1/completions", {
             "model": model, "prompt": ["Once upon a time", "The quick brown fox jumps"],
             "max_tokens": 2, "temperature": 0}, note="two prompts: usage sums them"),

@@ -15,6 +15,12 @@ sidecar in front of it (no budget it could exceed), and the two answers are comp
 * when vLLM refuses, the client gets a refusal of the same class (vLLM's own, relayed, or
   the sidecar's with a 4xx).
 
+With budgets on: each body also goes through a second sidecar with a prompt budget
+(``PROMPT_BUDGET``, nothing downscaled). On the conversation routes, where the budget is one
+prompt's and vLLM reports it, a refusal must name a budget vLLM's own count exceeds (where
+the prediction is exact), and nothing over it may be forwarded. Each such route first sends
+two fixed conversations, one within the budget and one past it, so both checks always run.
+
 A quarter of the bodies have their top-level scalars respelled as vLLM's lax fields still
 read them (``"4"`` or ``4.0`` for ``4``, ``"off"`` for ``false``, a token id as a string),
 which the schema never draws.
@@ -98,6 +104,8 @@ class Tally:
     disagreements: list[Disagreement] = field(default_factory=list)
     seconds: float = 0.0
     route_seconds: dict[str, float] = field(default_factory=dict)
+    # With budgets on: what each answer of the budgeted sidecar was checked against.
+    budget_checks: Counter[str] = field(default_factory=Counter)
 
     def table(self) -> str:
         lines = [
@@ -114,6 +122,18 @@ class Tally:
                 f"| `{route}` | {self.requests[route]} | {by_vllm['2xx']} | {by_vllm['4xx']} "
                 f"| {by_vllm['5xx']} | {own} |"
             )
+        return "\n".join(lines) + "\n"
+
+    def budget_table(self, budget: int) -> str:
+        if not self.budget_checks:
+            return ""
+        lines = [
+            f"With `SIDECAR_MAX_REQUEST_PROMPT_TOKENS={budget}`, on the conversation routes:\n",
+            "| answer of the budgeted sidecar | checked against vLLM's count | bodies |",
+            "|---|---|---:|",
+        ]
+        for answer, check in BUDGET_CHECKS.items():
+            lines.append(f"| {answer} | {check} | {self.budget_checks[answer]} |")
         return "\n".join(lines) + "\n"
 
     def disagreement_table(self) -> str:
@@ -144,6 +164,11 @@ def conversation(route: str, rng: random.Random) -> list[dict[str, Any]] | list[
     """One user turn of text and 0 to ``MAX_IMAGES`` real images, in the route's shape."""
     uris = [image_data_uri(rng) for _ in range(rng.randrange(MAX_IMAGES + 1))]
     text = rng.choice(("Describe.", "What is in these?", "hi " * rng.randrange(1, 40)))
+    return user_turn(route, uris, text)
+
+
+def user_turn(route: str, uris: list[str], text: str) -> list[dict[str, Any]]:
+    """One user turn of ``text`` after the images ``uris``, in the route's shape."""
     if route.startswith("/v1/messages"):
         parts: list[dict[str, Any]] = [
             {
@@ -229,6 +254,21 @@ def lax_spelled(body: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     return respelled
 
 
+def budget_anchors(route: str, model: str) -> list[dict[str, Any]]:
+    """Two fixed conversations every run sends first on ``route``, so the budget's checks
+    always meet both answers: text alone (within ``PROMPT_BUDGET`` on the tier's models) and
+    a 640x480 image (past it)."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (640, 480), (90, 120, 200)).save(buffer, format="PNG")
+    uri = f"data:image/png;base64,{pybase64.b64encode(buffer.getvalue()).decode()}"
+    output = {"max_output_tokens" if route == "/v1/responses" else "max_tokens": MAX_OUTPUT_TOKENS}
+    caps = output if route in GENERATING_ROUTES or route == "/v1/messages" else {}
+    field = CONVERSATION_FIELD[route]
+    return [
+        {"model": model, field: user_turn(route, uris, "Describe.")} | caps for uris in ([], [uri])
+    ]
+
+
 def inspected_routes(spec: dict[str, Any]) -> list[str]:
     """The POST routes of vLLM's schema that the sidecar inspects (the render routes are
     there only with --enable-scale-out, which the tier's engines run with)."""
@@ -258,17 +298,9 @@ def compare(
     request_id: str,
 ) -> Iterable[Disagreement]:
     """The disagreements between vLLM's answer and the sidecar's to the same body."""
-    example = repr(body)[:160].replace("|", "\\|")
 
     def row(rule: str) -> Disagreement:
-        return Disagreement(
-            route,
-            rule,
-            example,
-            f"{direct.status} {direct.body[:120]!r}".replace("|", "\\|"),
-            f"{through.status} {through.body[:120]!r}".replace("|", "\\|"),
-            json.dumps(body, default=repr),
-        )
+        return _row(route, body, direct, through, rule)
 
     if through.status >= 500 and (sidecar_refused(through) or direct.status < 500):
         yield row("sidecar 5xx of its own")
@@ -304,6 +336,67 @@ def compare(
         yield row(f"estimate {predicted} below vLLM's {actual}")
 
 
+# The prompt budget of the budgeted sidecar: about half of the drawn conversations with
+# images pass it on the tier's tiny models, and nearly every one without.
+PROMPT_BUDGET = 256
+BUDGET_REASON = "max_request_prompt_tokens"
+# Each answer the budgeted sidecar gave, and what it was checked against.
+BUDGET_CHECKS = {
+    "forwarded": "vLLM's count is within the budget",
+    "refused, over the budget, exact": "vLLM's count is over the budget",
+    "refused, over the budget, estimated": "none: an estimate is only checked not to be below",
+}
+
+
+def compare_budgeted(
+    route: str,
+    body: Any,
+    direct: Answer,
+    through: Answer,
+    line: dict[str, object],
+    budget: int,
+) -> tuple[str | None, Iterable[Disagreement]]:
+    """What a sidecar with a prompt budget did with a body vLLM answered ``direct``, and the
+    ways that broke the budget's promise: a refusal must name a budget vLLM's own count
+    exceeds, and nothing over it may be forwarded. Checked where the budget applies to one
+    prompt and vLLM reports it: the conversation routes."""
+    unchecked: tuple[str | None, Iterable[Disagreement]] = (None, ())
+    if through.status >= 500 and sidecar_refused(through):
+        return None, [_row(route, body, direct, through, "sidecar 5xx of its own, budgets on")]
+    if route not in CONVERSATION_FIELD or direct.status >= 300:
+        return unchecked
+    actual = _reported(route, direct)
+    if actual is None:
+        return unchecked
+    if sidecar_refused(through) and line.get("reason") == BUDGET_REASON:
+        if line.get("prompt_tokens_exact") is not True:
+            return "refused, over the budget, estimated", ()
+        if actual <= budget:
+            rule = f"refused over the prompt budget {budget}, vLLM counts {actual}"
+            return None, [_row(route, body, direct, through, rule)]
+        return "refused, over the budget, exact", ()
+    if sidecar_refused(through):
+        rule = f"refused ({line.get('reason')}) with only a prompt budget on"
+        return None, [_row(route, body, direct, through, rule)]
+    if through.status < 300:
+        if actual > budget:
+            rule = f"forwarded {actual} prompt tokens past the budget {budget}"
+            return None, [_row(route, body, direct, through, rule)]
+        return "forwarded", ()
+    return unchecked
+
+
+def _row(route: str, body: Any, direct: Answer, through: Answer, rule: str) -> Disagreement:
+    return Disagreement(
+        route,
+        rule,
+        repr(body)[:160].replace("|", "\\|"),
+        f"{direct.status} {direct.body[:120]!r}".replace("|", "\\|"),
+        f"{through.status} {through.body[:120]!r}".replace("|", "\\|"),
+        json.dumps(body, default=repr),
+    )
+
+
 def _reported(route: str, answer: Answer) -> int | None:
     try:
         return reported_prompt_tokens(route, answer)
@@ -321,8 +414,11 @@ def run(
     seconds_per_route: float,
     seed: int,
     max_examples_per_route: int = 10_000,
+    budgeted_url: str | None = None,
+    budgeted_log_line: Callable[[str], dict[str, object] | None] | None = None,
 ) -> Tally:
-    """Draw and compare until each route's time is up; every disagreement is returned."""
+    """Draw and compare until each route's time is up; every disagreement is returned. With
+    ``budgeted_url`` each body also goes through a sidecar with ``PROMPT_BUDGET``."""
     schema = schemathesis.openapi.from_dict(spec)
     tally = Tally()
     started = time.monotonic()
@@ -331,8 +427,9 @@ def run(
         draw = _drawer(route, schema[route]["POST"].as_strategy(), max_examples_per_route)
         deadline = time.monotonic() + seconds_per_route
 
-        def exchange(body: Any, salt: int, route: str = route) -> None:
-            body = shaped(route, body, model, random.Random(rng.random() + salt))
+        def exchange(body: Any, salt: int, route: str = route, *, drawn: bool = True) -> None:
+            if drawn:
+                body = shaped(route, body, model, random.Random(rng.random() + salt))
             payload = body if isinstance(body, dict) else _raw(body)
             request_id = f"differential-{seed}-{sum(tally.requests.values())}"
             direct = send(vllm_url, "POST", route, payload)
@@ -341,8 +438,19 @@ def run(
             ours = "own 4xx" if sidecar_refused(through) else answer_class(through)
             tally.outcomes[(route, answer_class(direct), ours)] += 1
             tally.disagreements.extend(compare(route, body, direct, through, log_line, request_id))
+            if budgeted_url is not None and budgeted_log_line is not None:
+                budgeted_id = f"{request_id}-budgeted"
+                budgeted = send(budgeted_url, "POST", route, payload, {"x-request-id": budgeted_id})
+                line = budgeted_log_line(budgeted_id) or {}
+                answer, found = compare_budgeted(route, body, direct, budgeted, line, PROMPT_BUDGET)
+                if answer is not None:
+                    tally.budget_checks[answer] += 1
+                tally.disagreements.extend(found)
 
         route_started = time.monotonic()
+        if budgeted_url is not None and route in CONVERSATION_FIELD:
+            for anchor in budget_anchors(route, model):
+                exchange(anchor, 0, drawn=False)
         with contextlib.suppress(_TimeUp):
             hypothesis_seed(seed)(draw)(exchange, deadline)
         tally.route_seconds[route] = time.monotonic() - route_started

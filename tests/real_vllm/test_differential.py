@@ -16,7 +16,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -47,35 +47,58 @@ def sidecar(stack: Stack) -> Iterator[SidecarServer]:
         yield server
 
 
-def test_the_sidecar_agrees_with_vllm_on_bodies_drawn_from_its_schema(
-    stack: Stack, sidecar: SidecarServer
-) -> None:
-    spec = json.loads(get_text(stack.vllm.base_url + "/openapi.json"))
-    routes = differential.inspected_routes(spec)
-    assert "/v1/chat/completions" in routes
+@pytest.fixture
+def budgeted(stack: Stack) -> Iterator[SidecarServer]:
+    """A second sidecar in front of the same vLLM, with a prompt budget that many bodies pass
+    and many exceed (nothing downscaled: the check is of the refusals)."""
+    env = SIDECAR_ENV | {"SIDECAR_MAX_REQUEST_PROMPT_TOKENS": str(differential.PROMPT_BUDGET)}
+    with SidecarServer(
+        stack.vllm.base_url,
+        stack.model_dir,
+        env=env,
+        log_name=f"sidecar-differential-budgeted-{stack.name}",
+    ) as server:
+        yield server
+
+
+def _log_reader(server: SidecarServer) -> Callable[[str], dict[str, object] | None]:
+    """The log line of one request, waited for (it is written as the answer ends)."""
 
     def log_line(request_id: str) -> dict[str, object] | None:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            for record in reversed(sidecar.log_records()):
+            for record in reversed(server.log_records()):
                 if record.get("request_id") == request_id:
                     return record
             time.sleep(0.05)
         return None
+
+    return log_line
+
+
+def test_the_sidecar_agrees_with_vllm_on_bodies_drawn_from_its_schema(
+    stack: Stack, sidecar: SidecarServer, budgeted: SidecarServer
+) -> None:
+    spec = json.loads(get_text(stack.vllm.base_url + "/openapi.json"))
+    routes = differential.inspected_routes(spec)
+    assert "/v1/chat/completions" in routes
 
     tally = differential.run(
         spec,
         vllm_url=stack.vllm.base_url,
         sidecar_url=sidecar.base_url,
         model=stack.model,
-        log_line=log_line,
+        log_line=_log_reader(sidecar),
+        budgeted_url=budgeted.base_url,
+        budgeted_log_line=_log_reader(budgeted),
         seconds_per_route=SECONDS / len(routes),
         max_examples_per_route=EXAMPLES_PER_ROUTE,
         seed=SEED,
     )
     report = (
         f"### {stack.name}: {sum(tally.requests.values())} requests in {tally.seconds:.0f} s "
-        f"(seed {SEED})\n\n{tally.table()}\n{tally.disagreement_table()}"
+        f"(seed {SEED})\n\n{tally.table()}\n{tally.budget_table(differential.PROMPT_BUDGET)}\n"
+        f"{tally.disagreement_table()}"
     )
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     (LOG_DIR / f"differential-{stack.name}.md").write_text(report)
@@ -85,6 +108,9 @@ def test_the_sidecar_agrees_with_vllm_on_bodies_drawn_from_its_schema(
     if WRITE_DOCS:
         _write_figures(stack.name, report)
     assert sum(tally.requests.values()) >= len(routes)
+    # The budget was exercised both ways, so its checks could have failed.
+    assert tally.budget_checks["forwarded"] > 0, report
+    assert tally.budget_checks["refused, over the budget, exact"] > 0, report
     assert tally.disagreements == [], report
 
 

@@ -70,6 +70,22 @@ def test_pool_shapes_generative_scoring_is_one_token_per_item() -> None:
     assert body.max_output_tokens == 1
 
 
+def test_pool_shapes_generative_scoring_reads_a_query_list_as_token_ids() -> None:
+    # Found by the differential tier: vLLM's query is ``str | list[int]``, so ["140"] is the
+    # token id 140 before each item, not a text (there is no list[str] member to take it).
+    body = parse(Route.GENERATIVE_SCORING, query=["140", 7], items=["a", "b"])
+    assert [s.token_ids for s in body.sequences] == [2, 2]
+    with pytest.raises(InvalidRequestError, match="string or token ids"):
+        parse(Route.GENERATIVE_SCORING, query=["x"], items=["a"])
+
+
+def test_pool_shapes_a_list_of_lists_holds_token_ids_however_spelled() -> None:
+    # The list[list[int]] member reads [["1", "2"]] as ids: no list[list[str]] member exists.
+    body = parse(Route.GENERATIVE_SCORING, query="q", items=[["1", "2"], [3]])
+    assert [s.token_ids for s in body.sequences] == [2, 1]
+    assert [s.token_ids for s in parse(Route.COMPLETIONS, prompt=[["1", "2"]]).sequences] == [2]
+
+
 def test_pool_shapes_generate_counts_token_ids_and_fetched_media() -> None:
     body = parse(
         Route.GENERATE,

@@ -441,7 +441,7 @@ BAD_BODIES = [
     pytest.param(orjson.dumps(chat(max_tokens="ten")), "'max_tokens' must be an integer",
                  id="max-tokens-a-string"),
     pytest.param(orjson.dumps(chat(n=0)), "n must be at least 1", id="n-zero"),
-    pytest.param(orjson.dumps(chat(stream="yes")), "'stream' must be a boolean",
+    pytest.param(orjson.dumps(chat(stream="maybe")), "'stream' must be a boolean",
                  id="stream-not-boolean"),
     pytest.param(orjson.dumps(chat({"type": "nope"})), "Unsupported chat content part type",
                  id="unknown-part-type"),

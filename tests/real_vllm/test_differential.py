@@ -38,12 +38,8 @@ BEGIN, END = "<!-- differential: begin -->", "<!-- differential: end -->"
 
 @pytest.fixture
 def sidecar(stack: Stack) -> Iterator[SidecarServer]:
-    with SidecarServer(
-        stack.vllm.base_url,
-        stack.model_dir,
-        env=SIDECAR_ENV,
-        log_name=f"sidecar-differential-{stack.name}",
-    ) as server:
+    """The family's own sidecar, with no budget a drawn body could exceed."""
+    with _sidecar(stack, "sidecar-differential", SIDECAR_ENV) as server:
         yield server
 
 
@@ -52,13 +48,14 @@ def budgeted(stack: Stack) -> Iterator[SidecarServer]:
     """A second sidecar in front of the same vLLM, with a prompt budget that many bodies pass
     and many exceed (nothing downscaled: the check is of the refusals)."""
     env = SIDECAR_ENV | {"SIDECAR_MAX_REQUEST_PROMPT_TOKENS": str(differential.PROMPT_BUDGET)}
-    with SidecarServer(
-        stack.vllm.base_url,
-        stack.model_dir,
-        env=env,
-        log_name=f"sidecar-differential-budgeted-{stack.name}",
-    ) as server:
+    with _sidecar(stack, "sidecar-differential-budgeted", env) as server:
         yield server
+
+
+def _sidecar(stack: Stack, log_name: str, env: dict[str, str]) -> SidecarServer:
+    return SidecarServer(
+        stack.vllm.base_url, stack.model_dir, env=env, log_name=f"{log_name}-{stack.name}"
+    )
 
 
 def _log_reader(server: SidecarServer) -> Callable[[str], dict[str, object] | None]:

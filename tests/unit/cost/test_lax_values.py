@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from sidecar.cost.lax_values import is_token_ids, lax_bool, lax_int
 
@@ -19,17 +19,21 @@ class _VllmFields(BaseModel):
     prompt: list[int] | list[list[int]] | str | list[str] | None = None
 
 
+def _pydantic_reads(field: str, value: Any) -> Any:
+    """What pydantic makes of ``value`` in ``field``; None where it refuses it."""
+    try:
+        return getattr(_VllmFields.model_validate({field: value}), field)
+    except ValidationError:
+        return None
+
+
 INT_VALUES: list[Any] = [7, 7.0, "7", " 7 ", "+7", "-1", "7.0", True, False, 7.5, "7.5", "seven"]
-INT_VALUES += ["", [], {}, float("nan"), float("inf"), "1e3", "0x10", "1_000"]
+INT_VALUES += ["", [], {}, None, float("nan"), float("inf"), "1e3", "0x10", "1_000"]
 
 
 @pytest.mark.parametrize("value", INT_VALUES, ids=repr)
 def test_lax_int_reads_what_an_int_field_reads(value: Any) -> None:
-    try:
-        expected: int | None = _VllmFields(number=value).number
-    except ValueError:
-        expected = None
-    assert lax_int(value) == expected
+    assert lax_int(value) == _pydantic_reads("number", value)
 
 
 BOOL_VALUES: list[Any] = [True, False, "true", "false", "yes", "no", "on", "off", "y", "n"]
@@ -38,11 +42,7 @@ BOOL_VALUES += ["1", "0", 1, 0, 1.0, 0.0, 2, "maybe", "", [], "TRUE", " true "]
 
 @pytest.mark.parametrize("value", BOOL_VALUES, ids=repr)
 def test_lax_bool_reads_what_a_bool_field_reads(value: Any) -> None:
-    try:
-        expected: bool | None = _VllmFields(flag=value).flag
-    except ValueError:
-        expected = None
-    assert lax_bool(value, None) == expected
+    assert lax_bool(value, None) == _pydantic_reads("flag", value)
 
 
 def test_lax_bool_falls_back_to_the_default_when_absent_or_refused() -> None:
@@ -50,16 +50,14 @@ def test_lax_bool_falls_back_to_the_default_when_absent_or_refused() -> None:
     assert lax_bool("maybe", False) is False
 
 
+# Lists pydantic's union accepts (where it refuses one, vLLM answers 400 whatever the sidecar
+# made of it, so only accepted lists are compared).
 PROMPTS: list[list[Any]] = [[1, 2], [1, "2"], ["1", 2], [True, 0], [1.0, 2], ["1", "2"], ["a"]]
-PROMPTS += [["a", 1], [1, 2.5], [1, None], [], [1, [2]], [" 3", "x"], [False]]
+PROMPTS += [[], [" 3", "x"], [False], [[1, "2"]]]
 
 
 @pytest.mark.parametrize("value", PROMPTS, ids=repr)
 def test_is_token_ids_takes_a_list_as_the_prompt_union_does(value: list[Any]) -> None:
-    try:
-        read = _VllmFields(prompt=value).prompt
-    except ValueError:
-        read = None
-    as_ids = isinstance(read, list) and all(isinstance(v, int) for v in read)
-    if read is not None:  # where pydantic refuses the list, vLLM answers 400 either way
-        assert is_token_ids(value) == as_ids
+    read = _pydantic_reads("prompt", value)
+    assert isinstance(read, list)
+    assert is_token_ids(value) == all(isinstance(v, int) for v in read)

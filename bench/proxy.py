@@ -103,6 +103,12 @@ TARGET_TEXT_ADDED_MS = 0.5
 TARGET_IMAGE_BEYOND_BARE_MS = 2.0
 TARGET_TTFB_ADDED_MS = 0.5
 TARGET_METRICS_SHARE = 0.05
+# The sidecar's own cost against the floor any proxy pays (the bare aiohttp proxy, same run):
+# CPU per request, and text req/s with 16 clients in flight.
+TARGET_TEXT_CPU_RATIO = 1.5
+TARGET_STREAM_CPU_RATIO = 1.5
+TARGET_IMAGE_CPU_RATIO = 1.1
+TARGET_TEXT_THROUGHPUT_RATIO = 0.8
 DEVNULL = open(os.devnull, "w")  # noqa: SIM115 - the log sink for the whole run
 HOP_BY_HOP = frozenset(
     {
@@ -774,6 +780,31 @@ async def run(quick: bool, profile: bool, before: str | None = None) -> int:
                 f"| {rates[name]:,.0f} | {cpu_seconds.get(name, 0) * 1e6:,.0f} |"
             )
         p50 = {name: percentile(values, 0.5) * 1e3 for name, values in times.items()}
+        cpu_ratio = cpu_seconds["sidecar"] / cpu_seconds["bare"]
+        if work.name.startswith("(a)"):
+            checks.append(
+                Check("(a) text chat: CPU per request, x the bare proxy's", cpu_ratio,
+                      TARGET_TEXT_CPU_RATIO, "x")
+            )  # fmt: skip
+            checks.append(
+                Check(
+                    f"(a) text chat: req/s at {work.concurrency} in flight, x the bare proxy's",
+                    rates["sidecar"] / rates["bare"],
+                    TARGET_TEXT_THROUGHPUT_RATIO,
+                    "x",
+                    at_least=True,
+                )
+            )
+        elif work.name.startswith("(b)"):
+            checks.append(
+                Check("(b) image chat: CPU per request, x the bare proxy's", cpu_ratio,
+                      TARGET_IMAGE_CPU_RATIO, "x")
+            )  # fmt: skip
+        else:
+            checks.append(
+                Check("(c) stream: CPU per request, x the bare proxy's", cpu_ratio,
+                      TARGET_STREAM_CPU_RATIO, "x")
+            )  # fmt: skip
         if work.name.startswith("(a)"):
             checks.append(
                 Check(

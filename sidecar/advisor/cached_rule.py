@@ -25,7 +25,7 @@ class CachedKv(KvGeometry):
 
     @classmethod
     def of(cls, kv: KvGeometry) -> CachedKv:
-        return cls(**{field.name: getattr(kv, field.name) for field in fields(kv)})
+        return cls(**{field.name: getattr(kv, field.name) for field in fields(kv) if field.init})
 
     def request_kv_bytes(self, sequence_tokens: int, cross_attention_tokens: int = 0) -> int:
         memo: dict[tuple[int, int], int] = self.__dict__.setdefault("_memo", {})

@@ -154,6 +154,7 @@ def assemble_prediction(
     sequences: int,
     holds_kv: bool,
     context_tokens: int | None = None,
+    text_tokens_exact: bool = False,
 ) -> RequestPrediction:
     """The request's prediction: each prompt ``max(floor, visual + text)`` long, the text
     the rest of it; media other than videos counted at their allowances."""
@@ -174,4 +175,5 @@ def assemble_prediction(
         longest_prompt_tokens=max(lengths, default=0),
         holds_kv=holds_kv,
         context_tokens=context_tokens,
+        text_tokens_exact=text_tokens_exact,
     )

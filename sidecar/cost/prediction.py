@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.video import VideoTokens
@@ -79,7 +79,12 @@ class VideoCost:
 
 @dataclass(frozen=True, slots=True)
 class RequestPrediction:
-    """Everything the admission decision and the metrics need about one request."""
+    """Everything the admission decision and the metrics need about one request.
+
+    The totals (``image_tokens``, ``wrapper_tokens``, ``prompt_tokens``, ...) are summed once,
+    as the prediction is made: headers, metrics, budgets, the log line and the traffic log
+    each read them several times; a copy made with ``dataclasses.replace`` sums its own.
+    """
 
     images: tuple[ImageCost, ...]
     media_tokens: int
@@ -93,6 +98,34 @@ class RequestPrediction:
     longest_prompt: int | None = None  # the longest of several prompts; None: just one
     holds_kv: bool = True  # False: vLLM renders the request (count_tokens, render) only
     context_tokens: int | None = None  # vLLM's max_model_len; None: output is not cut
+    image_tokens: int = field(init=False, compare=False)  # the images' own tokens
+    video_tokens: int = field(init=False, compare=False)  # the videos' own (in media_tokens)
+    # Image tokens plus the videos' tokens and audio allowances.
+    visual_tokens: int = field(init=False, compare=False)
+    # Template and processor tokens around the images and videos.
+    wrapper_tokens: int = field(init=False, compare=False)
+    prompt_tokens: int = field(init=False, compare=False)  # every prompt position
+    # Encoder states held by cross-attention layers.
+    cross_attention_tokens: int = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        image_tokens = wrapper_tokens = cross_attention_tokens = video_tokens = 0
+        for image in self.images:
+            tokens = image.tokens
+            image_tokens += tokens.tokens
+            wrapper_tokens += tokens.wrapper_tokens
+            cross_attention_tokens += tokens.cross_attention_tokens
+        for video in self.videos:
+            video_tokens += video.tokens.tokens
+            wrapper_tokens += video.tokens.wrapper_tokens
+        visual_tokens = image_tokens + self.media_tokens
+        derived = object.__setattr__  # the class is frozen: its own totals are set once, here
+        derived(self, "image_tokens", image_tokens)
+        derived(self, "video_tokens", video_tokens)
+        derived(self, "visual_tokens", visual_tokens)
+        derived(self, "wrapper_tokens", wrapper_tokens)
+        derived(self, "prompt_tokens", visual_tokens + wrapper_tokens + self.text_tokens)
+        derived(self, "cross_attention_tokens", cross_attention_tokens)
 
     @property
     def held_output_tokens(self) -> int:
@@ -117,41 +150,9 @@ class RequestPrediction:
         )
 
     @property
-    def image_tokens(self) -> int:
-        """The images' own tokens."""
-        return sum(image.tokens.tokens for image in self.images)
-
-    @property
-    def video_tokens(self) -> int:
-        """The videos' own tokens (a part of ``media_tokens``)."""
-        return sum(video.tokens.tokens for video in self.videos)
-
-    @property
-    def visual_tokens(self) -> int:
-        """Image tokens plus the videos' tokens and audio allowances."""
-        return self.image_tokens + self.media_tokens
-
-    @property
-    def wrapper_tokens(self) -> int:
-        """Template and processor tokens around the images and videos."""
-        return sum(image.tokens.wrapper_tokens for image in self.images) + sum(
-            video.tokens.wrapper_tokens for video in self.videos
-        )
-
-    @property
-    def prompt_tokens(self) -> int:
-        """Every prompt position."""
-        return self.visual_tokens + self.wrapper_tokens + self.text_tokens
-
-    @property
     def longest_prompt_tokens(self) -> int:
         """The longest prompt vLLM runs: the prompt budget applies to each prompt."""
         return self.prompt_tokens if self.longest_prompt is None else self.longest_prompt
-
-    @property
-    def cross_attention_tokens(self) -> int:
-        """Encoder states held by cross-attention layers."""
-        return sum(image.tokens.cross_attention_tokens for image in self.images)
 
 
 def estimate_text_tokens(text_chars: int, chars_per_token: float, *, template: bool = True) -> int:
@@ -173,6 +174,7 @@ def predict_request(
     longest_prompt_tokens: int | None = None,
     holds_kv: bool = True,
     context_tokens: int | None = None,
+    text_tokens_exact: bool = False,
 ) -> RequestPrediction:
     """Combine priced images and videos, text and output into the request's cost.
 
@@ -188,6 +190,7 @@ def predict_request(
         output_tokens,
         n,
         0,
+        text_tokens_exact=text_tokens_exact,
         videos=tuple(videos),
         sequences=sequences,
         longest_prompt=longest_prompt_tokens if sequences > 1 else None,

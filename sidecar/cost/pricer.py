@@ -161,7 +161,7 @@ class Pricer:
         keep = self._kept_prompt_tokens(parsed)
         if keep is not None:
             prompts = truncate_prompts(prompts, images, positions, keep)
-        prediction = assemble_prediction(
+        return assemble_prediction(
             images,
             videos,
             kinds,
@@ -174,8 +174,8 @@ class Pricer:
             n=parsed.n,
             sequences=len(parsed.sequences),
             holds_kv=parsed.work is not Work.RENDER,
+            text_tokens_exact=exact,
         )
-        return replace(prediction, text_tokens_exact=exact)
 
     def _kept_prompt_tokens(self, parsed: RequestBody) -> int | None:
         """The tokens each prompt keeps under the request's ``truncate_prompt_tokens``: -1 is

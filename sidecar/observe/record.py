@@ -115,11 +115,12 @@ class RequestRecord:
             series.kv_bytes.observe(priced.kv_bytes, exemplar)
             series.images.observe(len(priced.images))
             images = priced.images
-            observe_all(metrics.image_tokens_child, [image.tokens.tokens for image in images])
-            observe_all(metrics.image_pixels_child, [i.pixels for i in images if i.pixels])
-            counts = Counter((image_format_label(i.format), i.source) for i in images)
-            for (label, source), count in counts.items():
-                metrics.image_counter(label, source).inc(count)
+            if images:
+                observe_all(metrics.image_tokens_child, [image.tokens.tokens for image in images])
+                observe_all(metrics.image_pixels_child, [i.pixels for i in images if i.pixels])
+                counts = Counter((image_format_label(i.format), i.source) for i in images)
+                for (label, source), count in counts.items():
+                    metrics.image_counter(label, source).inc(count)
             for video in priced.videos:
                 metrics.video_tokens_child.observe(video.tokens.tokens)
                 header = video.header

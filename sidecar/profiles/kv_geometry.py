@@ -74,10 +74,9 @@ admission gate uses too.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -259,6 +258,9 @@ class KvGeometry:
     prefix_caching: bool = True
     prefill_checkpoint_tokens: int | None = None
     block_size_is_final: bool = False
+    # The block layout, worked out on first use: every request's KV bytes read it several
+    # times, and a cache keyed by the geometry would hash all of its layer groups each time.
+    _layout: _BlockLayout | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def num_layers(self) -> int:
@@ -443,9 +445,16 @@ def _pages(geometry: KvGeometry, block_tokens: int) -> dict[_Spec, int]:
     return pages
 
 
-@functools.lru_cache(maxsize=64)
 def _block_layout(geometry: KvGeometry) -> _BlockLayout:
     """vLLM's KV-cache groups and the pipeline split, worked out once per geometry."""
+    layout = geometry._layout
+    if layout is None:
+        layout = _work_out_layout(geometry)
+        object.__setattr__(geometry, "_layout", layout)  # frozen: set once, never changed
+    return layout
+
+
+def _work_out_layout(geometry: KvGeometry) -> _BlockLayout:
     order = geometry.layer_order or tuple(
         index for index, group in enumerate(geometry.layer_groups) for _ in range(group.num_layers)
     )

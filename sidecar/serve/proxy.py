@@ -202,16 +202,22 @@ async def read_body(request: web.Request, settings: Settings) -> bytes:
         raise BodyTooLargeError(
             f"request body of {declared:,} bytes exceeds SIDECAR_MAX_BODY_BYTES ({limit:,})"
         )
+    content = request.content
+    if content.is_eof():
+        # The whole body arrived with the head, as a small request's does: there is nothing
+        # to wait for, so no read timer to arm and cancel.
+        body = content.read_nowait(-1)
+        if len(body) > limit:
+            raise _too_large(limit)
+        return body
     chunks: list[bytes] = []
     size = 0
     try:
         async with asyncio.timeout(settings.client_read_timeout_seconds):
-            async for chunk in request.content.iter_any():
+            async for chunk in content.iter_any():
                 size += len(chunk)
                 if size > limit:
-                    raise BodyTooLargeError(
-                        f"request body exceeds SIDECAR_MAX_BODY_BYTES ({limit:,} bytes)"
-                    )
+                    raise _too_large(limit)
                 chunks.append(chunk)
     except TimeoutError:
         raise RequestTimeoutError(
@@ -219,6 +225,10 @@ async def read_body(request: web.Request, settings: Settings) -> bytes:
             "(SIDECAR_CLIENT_READ_TIMEOUT_SECONDS)"
         ) from None
     return b"".join(chunks)
+
+
+def _too_large(limit: int) -> BodyTooLargeError:
+    return BodyTooLargeError(f"request body exceeds SIDECAR_MAX_BODY_BYTES ({limit:,} bytes)")
 
 
 async def _reserve(

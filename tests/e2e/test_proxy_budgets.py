@@ -432,6 +432,29 @@ async def test_proxy_refuses_a_chunked_body_over_max_body_bytes_with_413(
     assert ledger_is_idle(sidecar)
 
 
+async def test_proxy_refuses_a_chunked_body_over_max_body_bytes_that_arrives_in_one_write(
+    make_sidecar: SidecarFactory, standin: StandinServer
+) -> None:
+    # Head, every chunk and the last chunk in one packet: the whole body is there before the
+    # handler runs, so it is read without waiting, and the limit must hold all the same.
+    sidecar = await make_sidecar(max_body_bytes="1KiB")
+    raw = orjson.dumps(chat(text="y" * 2_000))
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        + f"{len(raw):x}\r\n".encode() + raw + b"\r\n0\r\n\r\n"
+    )  # fmt: skip
+    reader, writer = await asyncio.open_connection("127.0.0.1", sidecar.port)
+    writer.write(request)
+    await writer.drain()
+    answer = await reader.read()
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"SIDECAR_MAX_BODY_BYTES" in answer
+    assert standin.requests == []
+    assert ledger_is_idle(sidecar)
+
+
 async def test_proxy_accepts_a_chunked_body_under_max_body_bytes(
     make_sidecar: SidecarFactory, standin: StandinServer, session: aiohttp.ClientSession
 ) -> None:

@@ -40,6 +40,14 @@ APPLY_SIZES = (
     *random_sizes(7, 5, largest_side=1024),
 )  # fmt: skip
 VARIANT_APPLY_SIZES = ((1, 1), (900, 3), (640, 480))
+# DeepSeek-OCR tiles past 640 px (OCR-2: 768 px) a side: the samples cross both thresholds.
+DEEPSEEK_APPLY_SIZES = (
+    *APPLY_SIZES, (640, 640), (641, 640), (768, 768), (769, 500), (1000, 800), (3000, 400),
+    (2000, 1000), (1280, 1280),
+)  # fmt: skip
+# Sizes whose tiles change with crop_mode false or max_crops 9 (each past 768 px, and on a
+# grid tie that 9 tiles break otherwise).
+DEEPSEEK_TILED_SIZES = ((2000, 1000), (1500, 1500), (3000, 3000))
 
 # The worker imports vLLM (about 20 s) and builds every family's processor (a few s each).
 pytestmark = pytest.mark.timeout(WORKER_TIMEOUT_SECONDS + 60)
@@ -58,6 +66,7 @@ class Family:
     mm_processor_kwargs: Mapping[str, Any] = field(default_factory=dict)
     apply_sizes: tuple[Size, ...] = VARIANT_APPLY_SIZES
     trust_remote_code: bool = True  # vLLM's --trust-remote-code
+    max_model_len: int = 32768  # within the checkpoint's max_position_embeddings
     refused_at_start: str | None = None  # vLLM fails every image; the sidecar refuses to
     # start, with a message matching this
 
@@ -163,6 +172,41 @@ FAMILIES = (
         "ovis2.5-max_pixels-ignored", family_dirs.write_ovis2_5_dir, "ovis2_5",
         family_dirs.OVIS_PROMPT, {"max_pixels": 200704},
     ),
+    # DeepSeek-OCR: vLLM's own image_size/base_size/strategy override the server's; crop_mode
+    # and max_crops reach only the HF processor, whose tiles then disagree with vLLM's count
+    # (the worker's embeddings check: the model's output for the processed tiles).
+    Family(
+        "deepseek-ocr", family_dirs.write_deepseek_ocr_dir, "deepseek_ocr",
+        family_dirs.DEEPSEEK_PROMPT, apply_sizes=DEEPSEEK_APPLY_SIZES, max_model_len=8192,
+    ),
+    Family(
+        "deepseek-ocr-overridden-knobs", family_dirs.write_deepseek_ocr_dir, "deepseek_ocr",
+        family_dirs.DEEPSEEK_PROMPT,
+        {
+            "crop_mode": True, "max_crops": 6, "image_size": 1024, "base_size": 1280,
+            "strategy": "v2",
+        },
+        max_model_len=8192,
+    ),
+    Family(
+        "deepseek-ocr-crop_mode-false", family_dirs.write_deepseek_ocr_dir, "deepseek_ocr",
+        family_dirs.DEEPSEEK_PROMPT, {"crop_mode": False}, apply_sizes=DEEPSEEK_TILED_SIZES,
+        max_model_len=8192, refused_at_start="crop_mode",
+    ),
+    Family(
+        "deepseek-ocr-max_crops-9", family_dirs.write_deepseek_ocr_dir, "deepseek_ocr",
+        family_dirs.DEEPSEEK_PROMPT, {"max_crops": 9}, apply_sizes=DEEPSEEK_TILED_SIZES,
+        max_model_len=8192, refused_at_start="max_crops",
+    ),
+    Family(
+        "deepseek-ocr2", family_dirs.write_deepseek_ocr2_dir, "deepseek_ocr2",
+        family_dirs.DEEPSEEK_PROMPT, apply_sizes=DEEPSEEK_APPLY_SIZES, max_model_len=8192,
+    ),
+    Family(
+        "deepseek-ocr2-crop_mode-false", family_dirs.write_deepseek_ocr2_dir, "deepseek_ocr2",
+        family_dirs.DEEPSEEK_PROMPT, {"crop_mode": False}, apply_sizes=DEEPSEEK_TILED_SIZES,
+        max_model_len=8192, refused_at_start="crop_mode",
+    ),
 )  # fmt: skip
 
 
@@ -195,6 +239,7 @@ def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Proven]:
             "prompt": family.prompt, "mm_processor_kwargs": dict(family.mm_processor_kwargs),
             "sizes": sizes, "apply": family.apply_sizes,
             "trust_remote_code": family.trust_remote_code,
+            "max_model_len": family.max_model_len,
         })  # fmt: skip
     spec_path, answers_path = root / "spec.json", root / "answers.json"
     spec_path.write_text(json.dumps({"families": specs}))

@@ -35,6 +35,7 @@ from sidecar.vision import PixelLimited, VisionRule
 from sidecar.vision.anyres import AnyresRule
 from sidecar.vision.deepseek_ocr import PROCESSOR_KNOBS as DEEPSEEK_OCR_KNOBS
 from sidecar.vision.deepseek_ocr import DeepseekOCRRule
+from sidecar.vision.deepseek_vl2 import DeepseekVL2Rule
 from sidecar.vision.engine_only import EngineOnlyRule
 from sidecar.vision.fixed import FixedTokensRule
 from sidecar.vision.gemma3 import Gemma3Rule
@@ -109,6 +110,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "ovis2_5": Ovis2_5Rule.from_configs,
     "deepseek_ocr": DeepseekOCRRule.from_configs,
     "deepseek_ocr2": DeepseekOCRRule.from_ocr2_configs,
+    "deepseek_vl2": DeepseekVL2Rule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the

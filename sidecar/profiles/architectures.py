@@ -437,6 +437,17 @@ _TABLE: tuple[Architecture, ...] = (
         "no newlines",
         proof=BY_NEW_FAMILIES,
     ),
+    # --- DeepSeek-VL2 ---------------------------------------------------------------------------
+    _rule(
+        "DeepseekVLV2ForCausalLM",
+        "deepseek_vl2",
+        "deepseek_vl2",
+        "deepseek_vl_v2",
+        note="DeepseekVL2ProcessingInfo.get_num_image_tokens: global view + the best candidate "
+        "resolution's local views; priced as cropped (vLLM crops prompts of at most 2 images), "
+        "above vLLM's count for prompts of 3 or more",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- PaddleOCR-VL ---------------------------------------------------------------------------
     _rule(
         "PaddleOCRVLForConditionalGeneration",
@@ -464,7 +475,6 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("Blip2ForConditionalGeneration", "blip2"),
     _engine("Cohere2VisionForConditionalGeneration", "cohere2_vision"),
     _engine("CohereCompassForConditionalGeneration", "cohere_compass"),
-    _engine("DeepseekVLV2ForCausalLM", "deepseek_vl2"),
     _engine("DeepseekV4ForConditionalGeneration", "vllm.models.deepseek_v4"),
     _engine("DeepseekV41ForCausalLM", "vllm.models.deepseek_v41"),
     _engine("Dots3NoteForCausalLM", "vllm.models.dots3_note"),

@@ -652,3 +652,49 @@ def write_deepseek_ocr_dir(
 def write_deepseek_ocr2_dir(directory: Path) -> Path:
     """deepseek-ai/DeepSeek-OCR-2: the same config layout, its own architecture."""
     return write_deepseek_ocr_dir(directory, architecture="DeepseekOCR2ForCausalLM")
+
+
+# deepseek-ai/deepseek-vl2-tiny's processor_config.json: every grid of 384 px tiles up to 9.
+DEEPSEEK_VL2_RESOLUTIONS = (
+    [384, 384], [384, 768], [768, 384], [384, 1152], [1152, 384], [384, 1536], [1536, 384],
+    [768, 768], [384, 1920], [1920, 384], [384, 2304], [2304, 384], [768, 1152], [1152, 768],
+    [384, 2688], [2688, 384], [384, 3072], [3072, 384], [768, 1536], [1536, 768], [384, 3456],
+    [3456, 384], [1152, 1152],
+)  # fmt: skip
+
+
+def write_deepseek_vl2_dir(directory: Path) -> Path:
+    """deepseek-ai/deepseek-vl2-tiny: a SigLIP-SO400M tower of 14 px patches at 384 px,
+    downsampled 2x (14 cells a tile side); the checkpoint's processor_config.json, read by
+    vLLM's own DeepseekVLV2Processor; a shrunk DeepseekV2 text tower without MLA."""
+    write_deepseek_ocr_dir(directory, architecture="DeepseekVLV2ForCausalLM")
+    config = json.loads((directory / "config.json").read_text())
+    config.update(
+        candidate_resolutions=list(DEEPSEEK_VL2_RESOLUTIONS),
+        vision_config={
+            "model_type": "vision",
+            "model_name": "siglip_so400m_patch14_384",
+            "image_size": 384,
+            "patch_size": 14,
+            "width": 1152,
+            "layers": 27,
+            "heads": 16,
+            "mlp_ratio": 3.7362,
+        },
+        projector_config={
+            "model_type": "mlp_projector",
+            "projector_type": "downsample_mlp_gelu",
+            "input_dim": 1152,
+            "n_embed": 64,
+            "depth": 2,
+            "mlp_ratio": 1,
+            "downsample_ratio": 2,
+        },
+    )
+    write_json(directory, "config.json", config)
+    processor = json.loads((directory / "processor_config.json").read_text())
+    processor.update(
+        candidate_resolutions=list(DEEPSEEK_VL2_RESOLUTIONS), patch_size=14, downsample_ratio=2
+    )
+    write_json(directory, "processor_config.json", processor)
+    return directory

@@ -188,6 +188,7 @@ EMBEDDINGS: dict[str, Callable[[Any, Any], int]] = {
     "deepseek_ocr": lambda item, _: _deepseek_ocr_embeddings(item, row_newlines=True),
     "deepseek_ocr2": lambda item, _: _deepseek_ocr_embeddings(item, row_newlines=False),
     "deepseek_vl2": _deepseek_vl2_embeddings,
+    "deepseek_vl2_uncropped": _deepseek_vl2_embeddings,
 }
 
 

@@ -33,6 +33,9 @@ from sidecar.video import VideoRule
 from sidecar.video.qwen import QwenVideoRule
 from sidecar.vision import PixelLimited, VisionRule
 from sidecar.vision.anyres import AnyresRule
+from sidecar.vision.deepseek_ocr import PROCESSOR_KNOBS as DEEPSEEK_OCR_KNOBS
+from sidecar.vision.deepseek_ocr import DeepseekOCRRule
+from sidecar.vision.deepseek_vl2 import DeepseekVL2Rule
 from sidecar.vision.engine_only import EngineOnlyRule
 from sidecar.vision.fixed import FixedTokensRule
 from sidecar.vision.gemma3 import Gemma3Rule
@@ -105,6 +108,9 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "llama4": Llama4Rule.from_configs,
     "paddleocr_vl": PaddleOCRVLRule.from_configs,
     "ovis2_5": Ovis2_5Rule.from_configs,
+    "deepseek_ocr": DeepseekOCRRule.from_configs,
+    "deepseek_ocr2": DeepseekOCRRule.from_ocr2_configs,
+    "deepseek_vl2": DeepseekVL2Rule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -115,6 +121,8 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "internvl_chat": INTERNVL_CHAT_KNOBS,
     "eagle2_5_vl": INTERNVL_CHAT_KNOBS,
     "internvl": frozenset({"min_patches", "max_patches"}),
+    "deepseek_ocr": DEEPSEEK_OCR_KNOBS,
+    "deepseek_ocr2": DEEPSEEK_OCR_KNOBS,
 }
 
 

@@ -420,6 +420,34 @@ _TABLE: tuple[Architecture, ...] = (
         note="registered with Ovis 2.5's class and processor",
         proof=BY_NEW_FAMILIES,
     ),
+    # --- DeepSeek-OCR, DeepSeek-OCR-2 -----------------------------------------------------------
+    _rule(
+        "DeepseekOCRForCausalLM",
+        "deepseek_ocr",
+        "deepseek_ocr",
+        note="DeepseekOCRProcessingInfo.get_num_image_tokens: vLLM's constants (1024 px global "
+        "view, 2-6 tiles of 640 px past 640 px a side, row newlines) + separator",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "DeepseekOCR2ForCausalLM",
+        "deepseek_ocr2",
+        "deepseek_ocr2",
+        note="DeepseekOCR2ProcessingInfo.get_num_image_tokens: as OCR with 768 px tiles, "
+        "no newlines",
+        proof=BY_NEW_FAMILIES,
+    ),
+    # --- DeepSeek-VL2 ---------------------------------------------------------------------------
+    _rule(
+        "DeepseekVLV2ForCausalLM",
+        "deepseek_vl2",
+        "deepseek_vl2",
+        "deepseek_vl_v2",
+        note="DeepseekVL2ProcessingInfo.get_num_image_tokens: global view + the best candidate "
+        "resolution's local views; priced as cropped (vLLM crops prompts of at most 2 images), "
+        "above vLLM's count for prompts of 3 or more",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- PaddleOCR-VL ---------------------------------------------------------------------------
     _rule(
         "PaddleOCRVLForConditionalGeneration",
@@ -447,9 +475,6 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("Blip2ForConditionalGeneration", "blip2"),
     _engine("Cohere2VisionForConditionalGeneration", "cohere2_vision"),
     _engine("CohereCompassForConditionalGeneration", "cohere_compass"),
-    _engine("DeepseekVLV2ForCausalLM", "deepseek_vl2"),
-    _engine("DeepseekOCRForCausalLM", "deepseek_ocr"),
-    _engine("DeepseekOCR2ForCausalLM", "deepseek_ocr2"),
     _engine("DeepseekV4ForConditionalGeneration", "vllm.models.deepseek_v4"),
     _engine("DeepseekV41ForCausalLM", "vllm.models.deepseek_v41"),
     _engine("Dots3NoteForCausalLM", "vllm.models.dots3_note"),

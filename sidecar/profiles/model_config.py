@@ -100,8 +100,14 @@ class TextModel:
 
 def text_config(config: dict[str, Any]) -> dict[str, Any]:
     """The language model's config, with transformers' class defaults filled in."""
-    # InternVL's chat format names it llm_config (vLLM maps it to text_config).
-    text = config.get("text_config") or config.get("llm_config") or config
+    # InternVL's chat format names it llm_config, DeepSeek-VL2 and -OCR language_config (vLLM
+    # maps both to text_config).
+    text = (
+        config.get("text_config")
+        or config.get("llm_config")
+        or config.get("language_config")
+        or config
+    )
     return {**TEXT_CONFIG_DEFAULTS.get(str(text.get("model_type")), {}), **text}
 
 

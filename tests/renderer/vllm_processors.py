@@ -115,7 +115,88 @@ def _ovis2_5(processor: Any) -> Count:
     return count
 
 
+def _deepseek_ocr(processor: Any) -> Count:
+    # DeepseekOCR(2)MultiModalProcessor._get_prompt_updates.get_replacement_deepseek_vl2:
+    # get_num_image_tokens with the module's CROP_MODE, for OCR and OCR-2 alike.
+    from vllm.transformers_utils.processors.deepseek_ocr import CROP_MODE
+
+    info = processor.info
+
+    def count(width: int, height: int) -> int:
+        return int(
+            info.get_num_image_tokens(image_width=width, image_height=height, cropping=CROP_MODE)
+        )
+
+    return count
+
+
+def _deepseek_vl2(cropping: bool) -> Callable[[Any], Count]:
+    # DeepseekVL2MultiModalProcessor._get_prompt_updates.get_replacement_deepseek_vl2, with
+    # the prompt's cropping=len(images) <= 2: True for one or two images, False for more.
+    def build(processor: Any) -> Count:
+        info = processor.info
+
+        def count(width: int, height: int) -> int:
+            return int(
+                info.get_num_image_tokens(image_width=width, image_height=height, cropping=cropping)
+            )
+
+        return count
+
+    return build
+
+
+def _deepseek_vl2_embeddings(item: Any, processor: Any) -> int:
+    # What DeepseekVLV2ForCausalLM._pixel_values_to_embedding yields for one processed image:
+    # its SigLIP tower is vit_so400m_patch14_siglip_384 whatever the processor's patch_size
+    # (14 px patches), then config.json's projector downsampling; global view and local views
+    # each end their rows in a newline, one separator between them.
+    downsample = int(processor.info.get_hf_config().projector_config.downsample_ratio)
+    pixels = item["pixel_values"].data
+    columns, rows = (int(v) for v in item["images_spatial_crop"].data.tolist())
+    if int(pixels.shape[0]) != columns * rows + 1:
+        raise ValueError(f"{pixels.shape[0]} views for a {columns} x {rows} grid")
+    cells = -(-(int(pixels.shape[-1]) // 14) // downsample)
+    return cells * (cells + 1) + 1 + (rows * cells) * (columns * cells + 1)
+
+
+def _deepseek_ocr_embeddings(item: Any, *, row_newlines: bool) -> int:
+    # What DeepseekOCR(2)ForCausalLM._pixel_values_to_embedding yields for one processed image,
+    # from its tensors' shapes: the global view's cells (a newline per row for OCR), the tiles'
+    # cells when images_spatial_crop says tiled (one tile each of images_crop, else the split
+    # fails), and the view separator. SAM's 16 px patches, then its 4x downsampling.
+    def cells(side_px: int) -> int:
+        return -(-(side_px // 16) // 4)
+
+    newline = 1 if row_newlines else 0
+    base = cells(int(item["pixel_values"].data.shape[-1]))
+    columns, rows = (int(v) for v in item["images_spatial_crop"].data.tolist())
+    crops = item["images_crop"].data
+    tokens = base * (base + newline) + 1
+    if columns > 1 or rows > 1:
+        if int(crops.shape[0]) != columns * rows:
+            raise ValueError(f"{crops.shape[0]} tiles for a {columns} x {rows} grid")
+        cell = cells(int(crops.shape[-1]))
+        tokens += (rows * cell) * (columns * cell + newline)
+    return tokens
+
+
+# The embeddings the model makes of a processed image, where the HF processor's tiles can
+# disagree with vLLM's count (kwargs that reach only the processor): a mismatch is vLLM's
+# failure, at the model instead of the processor.
+EMBEDDINGS: dict[str, Callable[[Any, Any], int]] = {
+    "deepseek_ocr": lambda item, _: _deepseek_ocr_embeddings(item, row_newlines=True),
+    "deepseek_ocr2": lambda item, _: _deepseek_ocr_embeddings(item, row_newlines=False),
+    "deepseek_vl2": _deepseek_vl2_embeddings,
+    "deepseek_vl2_uncropped": _deepseek_vl2_embeddings,
+}
+
+
 COUNTS: dict[str, Callable[[Any], Count]] = {
+    "deepseek_ocr": _deepseek_ocr,
+    "deepseek_ocr2": _deepseek_ocr,
+    "deepseek_vl2": _deepseek_vl2(cropping=True),
+    "deepseek_vl2_uncropped": _deepseek_vl2(cropping=False),
     "ovis2_5": _ovis2_5,
     "paddleocr_vl": _paddleocr_vl,
     "image_repl": _image_repl,
@@ -131,10 +212,19 @@ def _answer(call: Callable[[], int]) -> int | str:
         return f"error: {type(exc).__name__}: {exc}"[:300]
 
 
-def _applied(processor: Any, prompt: str, width: int, height: int) -> int:
-    items = processor.info.parse_mm_data({"image": [Image.new("RGB", (width, height))]})
-    placeholders = processor(prompt, items)["mm_placeholders"]["image"]
-    return int(placeholders[0].length)
+def _applied(
+    processor: Any, prompt: str, width: int, height: int, count: str = "", images: int = 1
+) -> int:
+    # ``images`` copies of the image, each behind its own copy of the prompt; the first's
+    # placeholder length is the answer.
+    items = processor.info.parse_mm_data({"image": [Image.new("RGB", (width, height))] * images})
+    processed = processor(" ".join([prompt] * images), items)
+    length = int(processed["mm_placeholders"]["image"][0].length)
+    if count in EMBEDDINGS:
+        embeddings = EMBEDDINGS[count](processed["mm_kwargs"]["image"][0], processor)
+        if embeddings != length:
+            raise ValueError(f"the model's {embeddings} embeddings for {length} placeholders")
+    return length
 
 
 def run_family(family: dict[str, Any]) -> dict[str, Any]:
@@ -165,7 +255,11 @@ def run_family(family: dict[str, Any]) -> dict[str, Any]:
     ]
     counted = time.perf_counter()
     applied = [
-        _answer(lambda w=w, h=h: _applied(processor, family["prompt"], w, h))
+        _answer(
+            lambda w=w, h=h: _applied(
+                processor, family["prompt"], w, h, family["count"], family.get("images", 1)
+            )
+        )
         for w, h in family["apply"]
     ]
     return {

@@ -546,3 +546,155 @@ def write_ovis2_5_dir(directory: Path) -> Path:
         },
     )
     return directory
+
+
+# -- DeepSeek-OCR, DeepSeek-OCR-2, DeepSeek-VL2 ---------------------------------------------
+
+# The checkpoints' tokens, spelled with escapes: fullwidth bars and lower-eighth blocks.
+DEEPSEEK_BOS = "<\uff5cbegin\u2581of\u2581sentence\uff5c>"
+DEEPSEEK_EOS = "<\uff5cend\u2581of\u2581sentence\uff5c>"
+DEEPSEEK_PAD = "<\uff5c\u2581pad\u2581\uff5c>"  # DeepseekOCRProcessor's pad_token
+DEEPSEEK_SPECIAL = ("<unk>", DEEPSEEK_BOS, DEEPSEEK_EOS, DEEPSEEK_PAD, "<image>")
+DEEPSEEK_PROMPT = "hello <image> describe"
+
+
+def _deepseek_language_config(vocab: Mapping[str, int]) -> dict[str, Any]:
+    # The checkpoints' DeepseekV2 text tower (MHA, no MLA for the OCR models), shrunk.
+    return {
+        "architectures": ["DeepseekV2ForCausalLM"],
+        "model_type": "deepseek_v2",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "moe_intermediate_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "n_routed_experts": 4,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 2,
+        "first_k_dense_replace": 1,
+        "kv_lora_rank": None,
+        "q_lora_rank": None,
+        "qk_nope_head_dim": 0,
+        "qk_rope_head_dim": 0,
+        "v_head_dim": 0,
+        "use_mla": False,
+        "topk_method": "greedy",
+        "bos_token_id": vocab[DEEPSEEK_BOS],
+        "eos_token_id": vocab[DEEPSEEK_EOS],
+        "max_position_embeddings": 8192,
+        "vocab_size": len(vocab),
+        "torch_dtype": "bfloat16",
+    }
+
+
+def write_deepseek_ocr_dir(
+    directory: Path, *, architecture: str = "DeepseekOCRForCausalLM"
+) -> Path:
+    """deepseek-ai/DeepSeek-OCR (and -OCR-2 by ``architecture``): a ``deepseek_vl_v2``
+    config.json (vLLM's own DeepseekVLV2Config reads it) whose architecture picks vLLM's
+    class; the image arithmetic is vLLM's module constants, none of it read from the
+    directory. processor_config.json as the checkpoint ships it (DeepseekVLV2Processor's
+    values: 16 px patches, downsample 4, <image>, the pad token)."""
+    vocab = write_tokenizer(
+        directory,
+        DEEPSEEK_SPECIAL,
+        {
+            "tokenizer_class": "LlamaTokenizerFast",
+            "unk_token": "<unk>",
+            "bos_token": DEEPSEEK_BOS,
+            "eos_token": DEEPSEEK_EOS,
+            "pad_token": DEEPSEEK_PAD,
+        },
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": [architecture],
+            "model_type": "deepseek_vl_v2",
+            "candidate_resolutions": [[1024, 1024]],
+            "global_view_pos": "head",
+            "tile_tag": "2D",
+            "torch_dtype": "bfloat16",
+            "language_config": _deepseek_language_config(vocab),
+            "projector_config": {
+                "model_type": "mlp_projector",
+                "projector_type": "linear",
+                "input_dim": 2048,
+                "n_embed": 64,
+            },
+            "vision_config": {"model_type": "vision", "image_size": 1024},
+        },
+    )
+    write_json(
+        directory,
+        "processor_config.json",
+        {
+            "processor_class": "DeepseekVLV2Processor",
+            "add_special_token": False,
+            "candidate_resolutions": [[1024, 1024]],
+            "downsample_ratio": 4,
+            "ignore_id": -100,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            "image_token": "<image>",
+            "mask_prompt": False,
+            "normalize": True,
+            "pad_token": DEEPSEEK_PAD,
+            "patch_size": 16,
+            "sft_format": "deepseek",
+        },
+    )
+    return directory
+
+
+def write_deepseek_ocr2_dir(directory: Path) -> Path:
+    """deepseek-ai/DeepSeek-OCR-2: the same config layout, its own architecture."""
+    return write_deepseek_ocr_dir(directory, architecture="DeepseekOCR2ForCausalLM")
+
+
+# deepseek-ai/deepseek-vl2-tiny's processor_config.json: every grid of 384 px tiles up to 9.
+DEEPSEEK_VL2_RESOLUTIONS = (
+    [384, 384], [384, 768], [768, 384], [384, 1152], [1152, 384], [384, 1536], [1536, 384],
+    [768, 768], [384, 1920], [1920, 384], [384, 2304], [2304, 384], [768, 1152], [1152, 768],
+    [384, 2688], [2688, 384], [384, 3072], [3072, 384], [768, 1536], [1536, 768], [384, 3456],
+    [3456, 384], [1152, 1152],
+)  # fmt: skip
+
+
+def write_deepseek_vl2_dir(directory: Path) -> Path:
+    """deepseek-ai/deepseek-vl2-tiny: a SigLIP-SO400M tower of 14 px patches at 384 px,
+    downsampled 2x (14 cells a tile side); the checkpoint's processor_config.json, read by
+    vLLM's own DeepseekVLV2Processor; a shrunk DeepseekV2 text tower without MLA."""
+    write_deepseek_ocr_dir(directory, architecture="DeepseekVLV2ForCausalLM")
+    config = json.loads((directory / "config.json").read_text())
+    config.update(
+        candidate_resolutions=list(DEEPSEEK_VL2_RESOLUTIONS),
+        vision_config={
+            "model_type": "vision",
+            "model_name": "siglip_so400m_patch14_384",
+            "image_size": 384,
+            "patch_size": 14,
+            "width": 1152,
+            "layers": 27,
+            "heads": 16,
+            "mlp_ratio": 3.7362,
+        },
+        projector_config={
+            "model_type": "mlp_projector",
+            "projector_type": "downsample_mlp_gelu",
+            "input_dim": 1152,
+            "n_embed": 64,
+            "depth": 2,
+            "mlp_ratio": 1,
+            "downsample_ratio": 2,
+        },
+    )
+    write_json(directory, "config.json", config)
+    processor = json.loads((directory / "processor_config.json").read_text())
+    processor.update(
+        candidate_resolutions=list(DEEPSEEK_VL2_RESOLUTIONS), patch_size=14, downsample_ratio=2
+    )
+    write_json(directory, "processor_config.json", processor)
+    return directory

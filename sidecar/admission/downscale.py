@@ -22,7 +22,7 @@ from sidecar.cost.prediction import ImageCost, RequestPrediction, with_kv_bytes
 from sidecar.errors import UnsupportedImageSizeError
 from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.search import largest_that_fits
-from sidecar.vision import VisionRule
+from sidecar.vision import VisionRule, at_index
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,7 @@ def resize_images(
                 image.width_px, image.height_px, max_tokens=cap,
                 max_pixels=budgets.max_image_pixels,
             )  # fmt: skip
-            tokens = vision.image_tokens(width, height)
+            tokens = at_index(vision.image_tokens(width, height), vision, image.index)
         except UnsupportedImageSizeError as exc:
             return str(exc)
         if (width, height) == (image.width_px, image.height_px):

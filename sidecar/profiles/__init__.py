@@ -44,6 +44,8 @@ from sidecar.vision.internvl import InternVLRule
 from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
 from sidecar.vision.internvl_chat import InternVLChatRule
 from sidecar.vision.llama4 import Llama4Rule
+from sidecar.vision.minicpmv4_6 import PROCESSOR_KNOBS as MINICPMV4_6_KNOBS
+from sidecar.vision.minicpmv4_6 import MiniCPMV4_6Rule
 from sidecar.vision.ovis2_5 import Ovis2_5Rule
 from sidecar.vision.paddleocr_vl import PaddleOCRVLRule
 from sidecar.vision.pixtral import PixtralRule
@@ -105,6 +107,8 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "llama4": Llama4Rule.from_configs,
     "paddleocr_vl": PaddleOCRVLRule.from_configs,
     "ovis2_5": Ovis2_5Rule.from_configs,
+    "minicpmv4_6": MiniCPMV4_6Rule.from_configs,
+    "minicpmv4_7": MiniCPMV4_6Rule.from_minicpmv4_7_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -115,6 +119,8 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "internvl_chat": INTERNVL_CHAT_KNOBS,
     "eagle2_5_vl": INTERNVL_CHAT_KNOBS,
     "internvl": frozenset({"min_patches", "max_patches"}),
+    "minicpmv4_6": MINICPMV4_6_KNOBS,
+    "minicpmv4_7": MINICPMV4_6_KNOBS,
 }
 
 

@@ -24,6 +24,7 @@ import pytest
 
 from sidecar.errors import ConfigurationError, UnsupportedImageSizeError
 from sidecar.profiles import ProfileOverrides, load_profile
+from sidecar.vision import at_index
 from tests.real_vllm.renderer import VLLM_RENDER
 from tests.support import family_dirs
 from tests.support.family_dirs import EXTREME_SIZES, random_sizes
@@ -60,6 +61,7 @@ class Family:
     trust_remote_code: bool = True  # vLLM's --trust-remote-code
     refused_at_start: str | None = None  # vLLM fails every image; the sidecar refuses to
     # start, with a message matching this
+    image_index: int = 0  # the image's place in the request, where the count depends on it
 
     def sizes(self, seed: int) -> list[Size]:
         return [*EXTREME_SIZES, *random_sizes(seed, RANDOM_SIZES)]
@@ -163,6 +165,55 @@ FAMILIES = (
         "ovis2.5-max_pixels-ignored", family_dirs.write_ovis2_5_dir, "ovis2_5",
         family_dirs.OVIS_PROMPT, {"max_pixels": 200704},
     ),
+    Family(
+        "minicpmv4.6", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "minicpmv4.6-max_slice_nums-4", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, {"max_slice_nums": 4},
+    ),
+    Family(
+        "minicpmv4.6-images_kwargs-max_slice_nums-16", family_dirs.write_minicpmv4_6_dir,
+        "minicpmv4_6", family_dirs.MINICPMV4_6_PROMPT, {"images_kwargs": {"max_slice_nums": 16}},
+    ),
+    Family(
+        "minicpmv4.6-downsample_mode-4x", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, {"downsample_mode": "4x"},
+    ),
+    Family(
+        "minicpmv4.6-scale_resolution-336", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, {"scale_resolution": 336},
+    ),
+    # vLLM's image markup carries the id whatever use_image_id says.
+    Family(
+        "minicpmv4.6-use_image_id-off", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, {"use_image_id": False},
+    ),
+    Family(
+        "minicpmv4.6-max_pixels-ignored", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, {"max_pixels": 200704},
+    ),
+    # The 13th image of a request: <image_id>12</image_id> spells two digits. Counted only
+    # (the full path here processes one image per prompt).
+    Family(
+        "minicpmv4.6-image-12", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6-image-12",
+        family_dirs.MINICPMV4_6_PROMPT, apply_sizes=(), image_index=12,
+    ),
+    Family(
+        "minicpmv4.7", family_dirs.write_minicpmv4_7_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, apply_sizes=APPLY_SIZES,
+    ),
+    # 4.7's prompt reads max_slice_nums from config.json, not the image processor's file.
+    Family(
+        "minicpmv4.7-processor-max_slice_nums-4",
+        lambda directory: family_dirs.write_minicpmv4_7_dir(directory, max_slice_nums=4),
+        "minicpmv4_6", family_dirs.MINICPMV4_6_PROMPT,
+    ),
+    Family(
+        "minicpmv4.7-max_slice_nums-4", family_dirs.write_minicpmv4_7_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, {"max_slice_nums": 4},
+    ),
 )  # fmt: skip
 
 
@@ -220,9 +271,9 @@ def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Proven]:
     }
 
 
-def sidecar_answer(rule: Any, size: Size) -> Answer:
+def sidecar_answer(rule: Any, size: Size, image_index: int = 0) -> Answer:
     try:
-        return int(rule.image_tokens(*size).tokens)
+        return int(at_index(rule.image_tokens(*size), rule, image_index).tokens)
     except UnsupportedImageSizeError as exc:
         return f"error: {exc}"
 
@@ -247,7 +298,7 @@ def test_sidecar_counts_equal_vllms_processor(
     mismatches = [
         (size, ours, theirs)
         for size, theirs in zip(proven.sizes, proven.counts, strict=True)
-        if not agree(ours := sidecar_answer(rule, size), theirs)
+        if not agree(ours := sidecar_answer(rule, size, family.image_index), theirs)
     ]
     assert len(proven.sizes) >= RANDOM_SIZES + len(EXTREME_SIZES)
     assert not mismatches, f"{len(mismatches)} of {len(proven.sizes)}: {mismatches[:5]}"

@@ -115,7 +115,32 @@ def _ovis2_5(processor: Any) -> Count:
     return count
 
 
+def _minicpmv4_6(processor: Any, image_index: int = 0) -> Count:
+    # MiniCPMV4_6MultiModalProcessor._get_prompt_updates.get_image_replacement: the
+    # placeholder text for the image at ``image_index``, with the downsample mode and slice
+    # maximum resolved from the server's kwargs as there, encoded by the tokenizer.
+    from vllm.model_executor.models.minicpmv4_6 import MiniCPMV4_6MultiModalProcessor
+    from vllm.multimodal.parse import ImageSize
+    from vllm.multimodal.processing.processor import cached_encode
+
+    assert isinstance(processor, MiniCPMV4_6MultiModalProcessor)
+    tokenizer = processor.info.get_tokenizer()
+    downsample_mode = processor._resolve_downsample_mode({}, modality="image")
+    max_slice_nums = processor._resolve_max_slice_nums({})
+
+    def count(width: int, height: int) -> int:
+        text = processor.get_image_prompt_texts(
+            ImageSize(width=width, height=height), image_index,
+            downsample_mode=downsample_mode, max_slice_nums=max_slice_nums,
+        )  # fmt: skip
+        return len(cached_encode(tokenizer, text, add_special_tokens=False))
+
+    return count
+
+
 COUNTS: dict[str, Callable[[Any], Count]] = {
+    "minicpmv4_6": _minicpmv4_6,
+    "minicpmv4_6-image-12": lambda processor: _minicpmv4_6(processor, image_index=12),
     "ovis2_5": _ovis2_5,
     "paddleocr_vl": _paddleocr_vl,
     "image_repl": _image_repl,

@@ -126,6 +126,8 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg.
 KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl"})
+# Families whose vLLM processor reads a knob under images_kwargs before the top level's.
+SCOPED_FIRST = frozenset({"minicpmv4_6", "minicpmv4_7"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,7 +326,11 @@ def profile_from_configs(
         {}
         if architecture.support is Support.NEEDS_ENGINE
         else (processor_kwargs or ProcessorKwargs({})).for_family(
-            name, rule, PROCESSOR_KNOBS.get(rule, frozenset()), knobs_only=rule in KNOBS_ONLY
+            name,
+            rule,
+            PROCESSOR_KNOBS.get(rule, frozenset()),
+            knobs_only=rule in KNOBS_ONLY,
+            scoped_first=rule in SCOPED_FIRST,
         )
     )
     if knobs:

@@ -177,6 +177,12 @@ FAMILIES = (
         "minicpmv4.6-images_kwargs-max_slice_nums-16", family_dirs.write_minicpmv4_6_dir,
         "minicpmv4_6", family_dirs.MINICPMV4_6_PROMPT, {"images_kwargs": {"max_slice_nums": 16}},
     ),
+    # vLLM reads images_kwargs first: 2 slices at most, not 4.
+    Family(
+        "minicpmv4.6-max_slice_nums-in-both-scopes", family_dirs.write_minicpmv4_6_dir,
+        "minicpmv4_6", family_dirs.MINICPMV4_6_PROMPT,
+        {"max_slice_nums": 4, "images_kwargs": {"max_slice_nums": 2}},
+    ),
     Family(
         "minicpmv4.6-downsample_mode-4x", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6",
         family_dirs.MINICPMV4_6_PROMPT, {"downsample_mode": "4x"},

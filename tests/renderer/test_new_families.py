@@ -61,7 +61,8 @@ class Family:
     trust_remote_code: bool = True  # vLLM's --trust-remote-code
     refused_at_start: str | None = None  # vLLM fails every image; the sidecar refuses to
     # start, with a message matching this
-    image_index: int = 0  # the image's place in the request, where the count depends on it
+    image_index: int = 0  # the image's place in the request, where the count depends on it:
+    # the full path then processes a prompt of image_index + 1 images and reads the last
 
     def sizes(self, seed: int) -> list[Size]:
         return [*EXTREME_SIZES, *random_sizes(seed, RANDOM_SIZES)]
@@ -200,11 +201,11 @@ FAMILIES = (
         "minicpmv4.6-max_pixels-ignored", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6",
         family_dirs.MINICPMV4_6_PROMPT, {"max_pixels": 200704},
     ),
-    # The 13th image of a request: <image_id>12</image_id> spells two digits. Counted only
-    # (the full path here processes one image per prompt).
+    # The 13th image of a request: <image_id>12</image_id> spells two digits (the full path
+    # processes 13 images in one prompt).
     Family(
         "minicpmv4.6-image-12", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6-image-12",
-        family_dirs.MINICPMV4_6_PROMPT, apply_sizes=(), image_index=12,
+        family_dirs.MINICPMV4_6_PROMPT, image_index=12,
     ),
     Family(
         "minicpmv4.7", family_dirs.write_minicpmv4_7_dir, "minicpmv4_6",
@@ -252,6 +253,7 @@ def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Proven]:
             "prompt": family.prompt, "mm_processor_kwargs": dict(family.mm_processor_kwargs),
             "sizes": sizes, "apply": family.apply_sizes,
             "trust_remote_code": family.trust_remote_code,
+            "apply_images": family.image_index + 1,
         })  # fmt: skip
     spec_path, answers_path = root / "spec.json", root / "answers.json"
     spec_path.write_text(json.dumps({"families": specs}))
@@ -323,6 +325,6 @@ def test_full_processing_agrees_with_the_count_on_a_sample(
     mismatches = [
         (size, ours, theirs)
         for size, theirs in zip(family.apply_sizes, proven.applied, strict=True)
-        if not agree(ours := sidecar_answer(rule, size), theirs)
+        if not agree(ours := sidecar_answer(rule, size, family.image_index), theirs)
     ]
     assert not mismatches, mismatches

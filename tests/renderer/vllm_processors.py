@@ -7,14 +7,16 @@ family, and read the answers back::
     .tools/vllm-render/bin/python tests/renderer/vllm_processors.py SPEC.json ANSWERS.json
 
 SPEC holds ``{"families": [{"name", "directory", "mm_processor_kwargs", "count", "prompt",
-"sizes", "apply"}]}``. For each family this builds vLLM's processor from the model directory
-as ``vllm serve`` would (``ModelConfig`` + ``MULTIMODAL_REGISTRY.create_processor``), then:
+"sizes", "apply", "apply_images"}]}``. For each family this builds vLLM's processor from the
+model directory as ``vllm serve`` would (``ModelConfig`` +
+``MULTIMODAL_REGISTRY.create_processor``), then:
 
 * ``sizes``: the placeholder length vLLM's own counting code gives each (width, height)
   (``COUNTS[count]``: the processor's placeholder-count function, as vLLM's prompt update
   calls it, with the HF processor built once), thousands a second;
 * ``apply``: the full ``processor(prompt, image)`` path (HF image processing, prompt
-  updates, placeholder validation) on a blank image of each size: the placeholder's length.
+  updates, placeholder validation) on a blank image of each size: the placeholder's length
+  (with ``apply_images`` > 1, the last of that many images in one prompt).
 
 An answer is the length, or ``"error: ..."`` where vLLM raises. A family whose processor
 cannot be built answers ``{"error": ...}``. ANSWERS maps each name to
@@ -156,10 +158,13 @@ def _answer(call: Callable[[], int]) -> int | str:
         return f"error: {type(exc).__name__}: {exc}"[:300]
 
 
-def _applied(processor: Any, prompt: str, width: int, height: int) -> int:
-    items = processor.info.parse_mm_data({"image": [Image.new("RGB", (width, height))]})
-    placeholders = processor(prompt, items)["mm_placeholders"]["image"]
-    return int(placeholders[0].length)
+def _applied(processor: Any, prompt: str, width: int, height: int, images: int = 1) -> int:
+    # With ``images`` > 1, the prompt repeats ``images`` times and the last image's
+    # placeholder is the answer (where the count depends on the image's place).
+    blank = Image.new("RGB", (width, height))
+    items = processor.info.parse_mm_data({"image": [blank] * images})
+    placeholders = processor(" ".join([prompt] * images), items)["mm_placeholders"]["image"]
+    return int(placeholders[-1].length)
 
 
 def run_family(family: dict[str, Any]) -> dict[str, Any]:
@@ -173,7 +178,7 @@ def run_family(family: dict[str, Any]) -> dict[str, Any]:
             tokenizer=family["directory"],
             max_model_len=family.get("max_model_len", 32768),
             trust_remote_code=family.get("trust_remote_code", True),
-            limit_mm_per_prompt={"image": 4, "video": 0},
+            limit_mm_per_prompt={"image": max(4, family.get("apply_images", 1)), "video": 0},
             mm_processor_kwargs=family.get("mm_processor_kwargs") or None,
         )
         processor = MULTIMODAL_REGISTRY.create_processor(model_config)
@@ -190,7 +195,11 @@ def run_family(family: dict[str, Any]) -> dict[str, Any]:
     ]
     counted = time.perf_counter()
     applied = [
-        _answer(lambda w=w, h=h: _applied(processor, family["prompt"], w, h))
+        _answer(
+            lambda w=w, h=h: _applied(
+                processor, family["prompt"], w, h, family.get("apply_images", 1)
+            )
+        )
         for w, h in family["apply"]
     ]
     return {

@@ -220,7 +220,7 @@ class MiniCPMV4_6Rule(TiledDownscale):
         """The image scaled to just under each slice count's area, and down a ladder of
         scales: every candidate is priced by the exact rule before one is kept."""
         area = width_px * height_px
-        scales = {0.9**step for step in range(1, 40)}
+        scales = {0.97**step for step in range(1, 200)}
         budget = self.scale_resolution_px**2
         for slices in range(1, max(1, self.max_slice_nums) + 1):
             if slices * budget < area:

@@ -577,9 +577,10 @@ def write_minicpmv4_6_dir(
 ) -> Path:
     """openbmb/MiniCPM-V-4.6: a SigLIP tower of 14 px patches, images sliced into at most 9
     slices of about 448² px, each merged 16x (two 2 x 2 merges) or 4x. The processor values
-    are transformers' MiniCPMV4_6ImageProcessor defaults (the checkpoint's preprocessor
-    config spells the same ones); the tokenizer's markup is the names vLLM's
-    MiniCPMV4_6ProcessingInfo falls back to. A two-layer Qwen3.5 text tower."""
+    are transformers 5.2's MiniCPMV4_6ImageProcessor class defaults and config.json's are
+    MiniCPMV4_6Config's (the checkpoint's own files cannot be read here; the vision tower's
+    980 px position grid is MiniCPM-V 2.6's, shrunk otherwise); the tokenizer's markup is
+    the names vLLM's MiniCPMV4_6ProcessingInfo falls back to. A small Qwen3.5 text tower."""
     vocab = write_tokenizer(
         directory,
         MINICPMV4_6_SPECIAL,

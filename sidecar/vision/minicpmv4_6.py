@@ -27,7 +27,7 @@ processor honours it, which the engine then fails on: the sidecar refuses that k
 
 The costliest image is not vLLM's profiling size (448 x 4,032): a thin image keeps its long
 side when rescaled, so one part of a 1 px wide image runs to about ``scale x sqrt(height)``
-px, and a 1 x 100,000 image costs thousands of tokens. ``part_bound`` bounds every part of a
+px, and a 1 x 100,000 image costs thousands of tokens. ``max_part_tokens`` bounds every part of a
 decodable image; since that is past any context, ``max_image_tokens`` is the smaller of the
 image bound and the text model's context, which no image vLLM accepts can exceed.
 """
@@ -45,6 +45,7 @@ from sidecar.vision.tiling import Size, TiledDownscale
 Grid = tuple[int, int]  # (rows, columns), as transformers orders them
 MERGE_FACTOR = 4  # sides are multiples of patch_size x 4: two successive 2 x 2 merges
 ID_TAG_TOKENS = 2  # <image_id> and </image_id>
+FIRST_ID_DIGITS = 1  # the id of the first ten images, "0" to "9": one token
 FRAME_TOKENS = 2  # <image> and </image>; <slice> and </slice> around each slice
 # The --mm-processor-kwargs vLLM's count reads (top level or under images_kwargs).
 # use_image_id reaches the image processor only, which ignores it: vLLM's markup always
@@ -86,14 +87,14 @@ def sliced_grid(height_px: int, width_px: int, max_slice_nums: int, scale_px: in
 
 
 def best_resize(
-    height: float, width: float, scale_px: int, unit_px: int, *, allow_upscale: bool
+    height_px: float, width_px: float, scale_px: int, unit_px: int, *, allow_upscale: bool
 ) -> tuple[int, int]:
     """``find_best_resize``: (height, width), sides multiples of ``unit_px``."""
-    if height * width > scale_px * scale_px or allow_upscale:
-        aspect_ratio = width / height
-        height = int(scale_px / math.sqrt(aspect_ratio))
-        width = int(height * aspect_ratio)
-    return ensure_divide(height, unit_px), ensure_divide(width, unit_px)
+    if height_px * width_px > scale_px * scale_px or allow_upscale:
+        aspect_ratio = width_px / height_px
+        height_px = int(scale_px / math.sqrt(aspect_ratio))
+        width_px = int(height_px * aspect_ratio)
+    return ensure_divide(height_px, unit_px), ensure_divide(width_px, unit_px)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +178,7 @@ class MiniCPMV4_6Rule(TiledDownscale):
 
     def image_tokens(self, width_px: int, height_px: int) -> ImageTokens:
         grid, source, per_slice = self.parts(width_px, height_px)
-        tokens = ID_TAG_TOKENS + 1 + FRAME_TOKENS + source
+        tokens = ID_TAG_TOKENS + FIRST_ID_DIGITS + FRAME_TOKENS + source
         if grid is not None and per_slice > 0:
             rows, columns = grid
             tokens += rows * columns * (FRAME_TOKENS + per_slice) + rows - 1
@@ -189,7 +190,7 @@ class MiniCPMV4_6Rule(TiledDownscale):
         extra digits of its ``<image_id>``, one token each."""
         return len(str(index)) - 1
 
-    def part_bound(self) -> int:
+    def max_part_tokens(self) -> int:
         """Tokens no part (the source image or one slice) of a decodable image exceeds.
 
         ``find_best_resize`` takes ``h0 = int(scale / sqrt(w / h))`` and ``w0 = int(h0 x w / h)``.
@@ -207,9 +208,9 @@ class MiniCPMV4_6Rule(TiledDownscale):
     def max_image_tokens(self) -> ImageTokens:
         # The bound above is far past any context (a 1 px wide image keeps its height), and
         # an image over the context is one vLLM refuses: the context bounds what is accepted.
-        part = self.part_bound()
+        part = self.max_part_tokens()
         slices = max(0, self.max_slice_nums)
-        tokens = ID_TAG_TOKENS + 1 + FRAME_TOKENS + part
+        tokens = ID_TAG_TOKENS + FIRST_ID_DIGITS + FRAME_TOKENS + part
         if slices > 1:
             tokens += slices * (FRAME_TOKENS + part) + slices - 1
         return ImageTokens(

@@ -85,7 +85,7 @@ def test_the_largest_image_bounds_every_size_and_the_context_caps_it(v46_dir: Pa
     # A 1 px wide image keeps its height: one part runs far past a context.
     thin = minicpm.image_tokens(1, VLLM_MAX_IMAGE_PIXELS).tokens
     assert thin > 400_000
-    assert minicpm.part_bound() * 10 > thin
+    assert minicpm.max_part_tokens() * 10 > thin
     assert minicpm.max_image_tokens().tokens == minicpm.context_tokens == 32768
 
 

@@ -22,7 +22,7 @@ from sidecar.cost.prediction import ImageCost, RequestPrediction, with_kv_bytes
 from sidecar.errors import UnsupportedImageSizeError
 from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.search import largest_that_fits
-from sidecar.vision import VisionRule
+from sidecar.vision import VisionRule, at_index, image_index_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +120,15 @@ def resize_images(
         if not image.resizable or image.width_px is None or image.height_px is None:
             kept.append(image)
             continue
+        # An image's place in the request can add to what its size costs (MiniCPM-V 4.6's
+        # numbered markup): the size is chosen to fit what is left of the cap.
+        place = image_index_tokens(vision, image.index)
         try:
             width, height = vision.downscale_size(
-                image.width_px, image.height_px, max_tokens=cap,
+                image.width_px, image.height_px, max_tokens=cap - place,
                 max_pixels=budgets.max_image_pixels,
             )  # fmt: skip
-            tokens = vision.image_tokens(width, height)
+            tokens = at_index(vision.image_tokens(width, height), vision, image.index)
         except UnsupportedImageSizeError as exc:
             return str(exc)
         if (width, height) == (image.width_px, image.height_px):

@@ -18,7 +18,7 @@ from sidecar.errors import InvalidRequestError
 from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.settings import VLLM_MAX_IMAGE_PIXELS, RemoteImages, Settings
 from sidecar.video import VideoTokens
-from sidecar.vision import VisionRule
+from sidecar.vision import VisionRule, at_index
 
 # (text tokens, floor tokens, image indexes, media indexes) of one prompt: its prompt tokens
 # are ``max(floor, visual + text)``, where visual counts its images' and media's positions.
@@ -82,9 +82,11 @@ def image_cost(
     size (never read, a URL not probed, a cached item) at the model's largest image. Raises
     ImageError for a size the processor refuses."""
     if size is None:
-        return ImageCost(index, source, None, None, None, vision.max_image_tokens(), True)
+        tokens = at_index(vision.max_image_tokens(), vision, index)
+        return ImageCost(index, source, None, None, None, tokens, True)
     width, height = size
-    return ImageCost(index, source, width, height, image_format, vision.image_tokens(width, height))
+    tokens = at_index(vision.image_tokens(width, height), vision, index)
+    return ImageCost(index, source, width, height, image_format, tokens)
 
 
 def media_prompt_tokens(

@@ -47,6 +47,8 @@ from sidecar.vision.internvl import InternVLRule
 from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
 from sidecar.vision.internvl_chat import InternVLChatRule
 from sidecar.vision.llama4 import Llama4Rule
+from sidecar.vision.minicpmv4_6 import PROCESSOR_KNOBS as MINICPMV4_6_KNOBS
+from sidecar.vision.minicpmv4_6 import MiniCPMV4_6Rule
 from sidecar.vision.ovis2_5 import Ovis2_5Rule
 from sidecar.vision.paddleocr_vl import PaddleOCRVLRule
 from sidecar.vision.pixtral import PixtralRule
@@ -111,6 +113,8 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "deepseek_ocr": DeepseekOCRRule.from_configs,
     "deepseek_ocr2": DeepseekOCRRule.from_ocr2_configs,
     "deepseek_vl2": DeepseekVL2Rule.from_configs,
+    "minicpmv4_6": MiniCPMV4_6Rule.from_configs,
+    "minicpmv4_7": MiniCPMV4_6Rule.from_minicpmv4_7_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -123,11 +127,15 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "internvl": frozenset({"min_patches", "max_patches"}),
     "deepseek_ocr": DEEPSEEK_OCR_KNOBS,
     "deepseek_ocr2": DEEPSEEK_OCR_KNOBS,
+    "minicpmv4_6": MINICPMV4_6_KNOBS,
+    "minicpmv4_7": MINICPMV4_6_KNOBS,
 }
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg.
 KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl"})
+# Families whose vLLM processor reads a knob under images_kwargs before the top level's.
+SCOPED_FIRST = frozenset({"minicpmv4_6", "minicpmv4_7"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,7 +334,11 @@ def profile_from_configs(
         {}
         if architecture.support is Support.NEEDS_ENGINE
         else (processor_kwargs or ProcessorKwargs({})).for_family(
-            name, rule, PROCESSOR_KNOBS.get(rule, frozenset()), knobs_only=rule in KNOBS_ONLY
+            name,
+            rule,
+            PROCESSOR_KNOBS.get(rule, frozenset()),
+            knobs_only=rule in KNOBS_ONLY,
+            scoped_first=rule in SCOPED_FIRST,
         )
     )
     if knobs:

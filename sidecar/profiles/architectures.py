@@ -448,6 +448,24 @@ _TABLE: tuple[Architecture, ...] = (
         "above vLLM's count for prompts of 3 or more",
         proof=BY_NEW_FAMILIES,
     ),
+    # --- MiniCPM-V 4.6 / 4.7 ---------------------------------------------------------------------
+    _rule(
+        "MiniCPMV4_6ForConditionalGeneration",
+        "minicpmv4_6",
+        "minicpmv4_6",
+        "minicpmv4_6",
+        note="MiniCPMV4_6ProcessingInfo._compute_visual_tokens: a source image and up to "
+        "max_slice_nums slices of ~448² px, 16 (or 4) patches a token, <image_id>/<slice> markup",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "MiniCPMV4_7ForConditionalGeneration",
+        "minicpmv4_7",
+        "minicpmv4_7",
+        "minicpmv4_7",
+        note="4.6's count; max_slice_nums from config.json unless the server sets it",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- PaddleOCR-VL ---------------------------------------------------------------------------
     _rule(
         "PaddleOCRVLForConditionalGeneration",
@@ -491,11 +509,22 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("Lfm2VlForConditionalGeneration", "lfm2_vl"),
     _engine("MiMoV2OmniForCausalLM", "mimo_v2_omni"),
     _engine("MiniMaxM3SparseForConditionalGeneration", "vllm.models.minimax_m3"),
-    _engine("MiniCPMO", "minicpmo"),
-    _engine("MiniCPMOcrForConditionalGeneration", "minicpm_ocr"),
-    _engine("MiniCPMV", "minicpmv"),
-    _engine("MiniCPMV4_6ForConditionalGeneration", "minicpmv4_6"),
-    _engine("MiniCPMV4_7ForConditionalGeneration", "minicpmv4_7"),
+    _engine(
+        "MiniCPMO",
+        "minicpmo",
+        "image path as MiniCPMV's: counted by the checkpoint's remote image processor",
+    ),
+    _engine(
+        "MiniCPMOcrForConditionalGeneration",
+        "minicpm_ocr",
+        "an unsliced image's resize tier is picked from its pixels (Otsu threshold), not its size",
+    ),
+    _engine(
+        "MiniCPMV",
+        "minicpmv",
+        "2.6 / 4.0 / 4.5: vLLM leaves the grid and markup to the checkpoint's remote "
+        "image_processing_minicpmv.py, not available here to prove a rule against",
+    ),
     _engine("MolmoForCausalLM", "molmo"),
     _engine("Molmo2ForConditionalGeneration", "molmo2"),
     _engine("Moondream3ForCausalLM", "moondream3"),

@@ -10,7 +10,8 @@ only touch pixel values (``COUNT_NEUTRAL_KNOBS``: rescaling, normalisation, resa
 change no count and pass. Anything else stops start-up: a knob the sidecar cannot price
 would let unpriced work through. ``images_kwargs``, the processor's own scope for image
 knobs, is read like the top level, which wins where both name a knob (vLLM's Gemma 4 reads
-them in that order). ``min_pixels``/``max_pixels`` are the same values as
+them in that order), except for the families whose vLLM processor reads the scope first
+(``scoped_first``: MiniCPM-V 4.6 / 4.7). ``min_pixels``/``max_pixels`` are the same values as
 ``SIDECAR_MIN_PIXELS``/``SIDECAR_MAX_PIXELS``; setting one in both places with different
 values is refused, since only one of them can be what vLLM runs with.
 """
@@ -18,7 +19,7 @@ values is refused, since only one of them can be what vLLM runs with.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sidecar.errors import ConfigurationError
@@ -55,6 +56,7 @@ class ProcessorKwargs:
     values: Mapping[str, Any]
     min_pixels: int | None = None
     max_pixels: int | None = None
+    scoped: Mapping[str, Any] = field(default_factory=dict)  # images_kwargs, as given
 
     @classmethod
     def from_settings_values(
@@ -75,16 +77,23 @@ class ProcessorKwargs:
             "min_pixels": _bound("min_pixels", flat.pop("min_pixels", None), min_pixels),
             "max_pixels": _bound("max_pixels", flat.pop("max_pixels", None), max_pixels),
         }
-        return cls(flat, **bounds)
+        return cls(flat, **bounds, scoped=dict(scoped))
 
     def for_family(
-        self, model: str, family: str, knobs: frozenset[str], *, knobs_only: bool = False
+        self,
+        model: str,
+        family: str,
+        knobs: frozenset[str],
+        *,
+        knobs_only: bool = False,
+        scoped_first: bool = False,
     ) -> dict[str, Any]:
         """The knobs that reach ``family``'s arithmetic; ConfigurationError for any it
         cannot price. Pixel bounds are not in the result: ``with_pixel_range`` applies them.
 
         ``knobs_only``: vLLM hands every kwarg to a constructor that takes ``knobs`` alone
         (InternVL's chat format), so a count-neutral knob or a pixel bound fails there too.
+        ``scoped_first``: where both name a knob, vLLM's processor reads ``images_kwargs``'.
         """
         tolerated = frozenset() if knobs_only else COUNT_NEUTRAL_KNOBS
         unknown = sorted(set(self.values) - knobs - tolerated)
@@ -103,7 +112,8 @@ class ProcessorKwargs:
                 f"SIDECAR_MIN/MAX_PIXELS) sets {', '.join(unknown)}, which the sidecar cannot "
                 f"price for this family; knobs it prices: {accepted or 'none'}{neutral}"
             )
-        return {k: v for k, v in self.values.items() if k in knobs}
+        values = {**self.values, **self.scoped} if scoped_first else self.values
+        return {k: v for k, v in values.items() if k in knobs}
 
 
 def _bound(name: str, in_kwargs: object, setting: int | None) -> int | None:

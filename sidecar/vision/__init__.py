@@ -20,7 +20,7 @@ module (shared sampling and checks: ``tests/support/oracle_helpers.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, Self
 
 from sidecar.errors import UnsupportedImageSizeError
@@ -151,6 +151,31 @@ class PixelLimited:
 
     def describe(self) -> str:
         return self.rule.describe()
+
+
+def image_index_tokens(rule: object, index: int) -> int:
+    """What an image's place in the request (0-based) adds to the price of its size.
+
+    Nothing for almost every family. MiniCPM-V 4.6 numbers each image in its markup
+    (``<image_id>N</image_id>``), so image 10 onwards costs more: its rule says how much
+    (``image_index_tokens``), found through the wrappers around it (``PixelLimited`` and the
+    advisor's cache read their rule's attributes through; ``MeasuredRule`` holds its own).
+    """
+    wrapped = rule
+    for _ in range(4):  # the wrappers nest a few deep at most
+        method = getattr(wrapped, "image_index_tokens", None)
+        if callable(method):
+            return int(method(index))
+        wrapped = getattr(wrapped, "rule", None)
+        if wrapped is None:
+            break
+    return 0
+
+
+def at_index(tokens: ImageTokens, rule: object, index: int) -> ImageTokens:
+    """``tokens``, priced by ``rule`` for a size, for the image at ``index`` in the request."""
+    extra = image_index_tokens(rule, index)
+    return replace(tokens, tokens=tokens.tokens + extra) if extra else tokens
 
 
 def family_rule(rule: VisionRule) -> VisionRule:

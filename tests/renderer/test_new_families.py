@@ -24,6 +24,7 @@ import pytest
 
 from sidecar.errors import ConfigurationError, UnsupportedImageSizeError
 from sidecar.profiles import ProfileOverrides, load_profile
+from sidecar.vision import at_index
 from tests.real_vllm.renderer import VLLM_RENDER
 from tests.support import family_dirs
 from tests.support.family_dirs import EXTREME_SIZES, random_sizes
@@ -74,6 +75,8 @@ class Family:
     # one the rule prices exactly)
     refused_at_start: str | None = None  # vLLM fails every image; the sidecar refuses to
     # start, with a message matching this
+    image_index: int = 0  # the image's place in the request, where the count depends on it:
+    # the full path then processes a prompt of image_index + 1 images and reads the last
 
     def sizes(self, seed: int) -> list[Size]:
         return [*EXTREME_SIZES, *random_sizes(seed, RANDOM_SIZES)]
@@ -243,6 +246,61 @@ FAMILIES = (
         family_dirs.DEEPSEEK_PROMPT, {"patch_size": 16}, apply_sizes=DEEPSEEK_VARIANT_SIZES,
         max_model_len=8192, refused_at_start="patch_size",
     ),
+    Family(
+        "minicpmv4.6", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "minicpmv4.6-max_slice_nums-4", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, {"max_slice_nums": 4},
+    ),
+    Family(
+        "minicpmv4.6-images_kwargs-max_slice_nums-16", family_dirs.write_minicpmv4_6_dir,
+        "minicpmv4_6", family_dirs.MINICPMV4_6_PROMPT, {"images_kwargs": {"max_slice_nums": 16}},
+    ),
+    # vLLM reads images_kwargs first: 2 slices at most, not 4.
+    Family(
+        "minicpmv4.6-max_slice_nums-in-both-scopes", family_dirs.write_minicpmv4_6_dir,
+        "minicpmv4_6", family_dirs.MINICPMV4_6_PROMPT,
+        {"max_slice_nums": 4, "images_kwargs": {"max_slice_nums": 2}},
+    ),
+    Family(
+        "minicpmv4.6-downsample_mode-4x", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, {"downsample_mode": "4x"},
+    ),
+    Family(
+        "minicpmv4.6-scale_resolution-336", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, {"scale_resolution": 336},
+    ),
+    # vLLM's image markup carries the id whatever use_image_id says.
+    Family(
+        "minicpmv4.6-use_image_id-off", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, {"use_image_id": False},
+    ),
+    Family(
+        "minicpmv4.6-max_pixels-ignored", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, {"max_pixels": 200704},
+    ),
+    # The 13th image of a request: <image_id>12</image_id> spells two digits (the full path
+    # processes 13 images in one prompt).
+    Family(
+        "minicpmv4.6-image-12", family_dirs.write_minicpmv4_6_dir, "minicpmv4_6-image-12",
+        family_dirs.MINICPMV4_6_PROMPT, image_index=12,
+    ),
+    Family(
+        "minicpmv4.7", family_dirs.write_minicpmv4_7_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, apply_sizes=APPLY_SIZES,
+    ),
+    # 4.7's prompt reads max_slice_nums from config.json, not the image processor's file.
+    Family(
+        "minicpmv4.7-processor-max_slice_nums-4",
+        lambda directory: family_dirs.write_minicpmv4_7_dir(directory, max_slice_nums=4),
+        "minicpmv4_6", family_dirs.MINICPMV4_6_PROMPT,
+    ),
+    Family(
+        "minicpmv4.7-max_slice_nums-4", family_dirs.write_minicpmv4_7_dir, "minicpmv4_6",
+        family_dirs.MINICPMV4_6_PROMPT, {"max_slice_nums": 4},
+    ),
 )  # fmt: skip
 
 
@@ -275,7 +333,8 @@ def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Proven]:
             "prompt": family.prompt, "mm_processor_kwargs": dict(family.mm_processor_kwargs),
             "sizes": sizes, "apply": family.apply_sizes,
             "trust_remote_code": family.trust_remote_code,
-            "max_model_len": family.max_model_len, "images": family.images,
+            "max_model_len": family.max_model_len,
+            "images": max(family.images, family.image_index + 1),
         })  # fmt: skip
     spec_path, answers_path = root / "spec.json", root / "answers.json"
     spec_path.write_text(json.dumps({"families": specs}))
@@ -301,9 +360,9 @@ def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Proven]:
     }
 
 
-def sidecar_answer(rule: Any, size: Size) -> Answer:
+def sidecar_answer(rule: Any, size: Size, image_index: int = 0) -> Answer:
     try:
-        return int(rule.image_tokens(*size).tokens)
+        return int(at_index(rule.image_tokens(*size), rule, image_index).tokens)
     except UnsupportedImageSizeError as exc:
         return f"error: {exc}"
 
@@ -330,7 +389,11 @@ def test_sidecar_counts_equal_vllms_processor(
     mismatches = [
         (size, ours, theirs)
         for size, theirs in zip(proven.sizes, proven.counts, strict=True)
-        if not agree(ours := sidecar_answer(rule, size), theirs, priced_above=family.priced_above)
+        if not agree(
+            ours := sidecar_answer(rule, size, family.image_index),
+            theirs,
+            priced_above=family.priced_above,
+        )
     ]
     assert len(proven.sizes) >= RANDOM_SIZES + len(EXTREME_SIZES)
     assert not mismatches, f"{len(mismatches)} of {len(proven.sizes)}: {mismatches[:5]}"
@@ -349,6 +412,10 @@ def test_full_processing_agrees_with_the_count_on_a_sample(
     mismatches = [
         (size, ours, theirs)
         for size, theirs in zip(family.apply_sizes, proven.applied, strict=True)
-        if not agree(ours := sidecar_answer(rule, size), theirs, priced_above=family.priced_above)
+        if not agree(
+            ours := sidecar_answer(rule, size, family.image_index),
+            theirs,
+            priced_above=family.priced_above,
+        )
     ]
     assert not mismatches, mismatches

@@ -7,14 +7,16 @@ family, and read the answers back::
     .tools/vllm-render/bin/python tests/renderer/vllm_processors.py SPEC.json ANSWERS.json
 
 SPEC holds ``{"families": [{"name", "directory", "mm_processor_kwargs", "count", "prompt",
-"sizes", "apply"}]}``. For each family this builds vLLM's processor from the model directory
-as ``vllm serve`` would (``ModelConfig`` + ``MULTIMODAL_REGISTRY.create_processor``), then:
+"sizes", "apply", "apply_images"}]}``. For each family this builds vLLM's processor from the
+model directory as ``vllm serve`` would (``ModelConfig`` +
+``MULTIMODAL_REGISTRY.create_processor``), then:
 
 * ``sizes``: the placeholder length vLLM's own counting code gives each (width, height)
   (``COUNTS[count]``: the processor's placeholder-count function, as vLLM's prompt update
   calls it, with the HF processor built once), thousands a second;
 * ``apply``: the full ``processor(prompt, image)`` path (HF image processing, prompt
-  updates, placeholder validation) on a blank image of each size: the placeholder's length.
+  updates, placeholder validation) on a blank image of each size: the placeholder's length
+  (with ``apply_images`` > 1, the last of that many images in one prompt).
 
 An answer is the length, or ``"error: ..."`` where vLLM raises. A family whose processor
 cannot be built answers ``{"error": ...}``. ANSWERS maps each name to
@@ -130,6 +132,29 @@ def _deepseek_ocr(processor: Any) -> Count:
     return count
 
 
+def _minicpmv4_6(processor: Any, image_index: int = 0) -> Count:
+    # MiniCPMV4_6MultiModalProcessor._get_prompt_updates.get_image_replacement: the
+    # placeholder text for the image at ``image_index``, with the downsample mode and slice
+    # maximum resolved from the server's kwargs as there, encoded by the tokenizer.
+    from vllm.model_executor.models.minicpmv4_6 import MiniCPMV4_6MultiModalProcessor
+    from vllm.multimodal.parse import ImageSize
+    from vllm.multimodal.processing.processor import cached_encode
+
+    assert isinstance(processor, MiniCPMV4_6MultiModalProcessor)
+    tokenizer = processor.info.get_tokenizer()
+    downsample_mode = processor._resolve_downsample_mode({}, modality="image")
+    max_slice_nums = processor._resolve_max_slice_nums({})
+
+    def count(width: int, height: int) -> int:
+        text = processor.get_image_prompt_texts(
+            ImageSize(width=width, height=height), image_index,
+            downsample_mode=downsample_mode, max_slice_nums=max_slice_nums,
+        )  # fmt: skip
+        return len(cached_encode(tokenizer, text, add_special_tokens=False))
+
+    return count
+
+
 def _deepseek_vl2(cropping: bool) -> Callable[[Any], Count]:
     # DeepseekVL2MultiModalProcessor._get_prompt_updates.get_replacement_deepseek_vl2, with
     # the prompt's cropping=len(images) <= 2: True for one or two images, False for more.
@@ -197,6 +222,8 @@ COUNTS: dict[str, Callable[[Any], Count]] = {
     "deepseek_ocr2": _deepseek_ocr,
     "deepseek_vl2": _deepseek_vl2(cropping=True),
     "deepseek_vl2_uncropped": _deepseek_vl2(cropping=False),
+    "minicpmv4_6": _minicpmv4_6,
+    "minicpmv4_6-image-12": lambda processor: _minicpmv4_6(processor, image_index=12),
     "ovis2_5": _ovis2_5,
     "paddleocr_vl": _paddleocr_vl,
     "image_repl": _image_repl,
@@ -215,13 +242,15 @@ def _answer(call: Callable[[], int]) -> int | str:
 def _applied(
     processor: Any, prompt: str, width: int, height: int, count: str = "", images: int = 1
 ) -> int:
-    # ``images`` copies of the image, each behind its own copy of the prompt; the first's
-    # placeholder length is the answer.
-    items = processor.info.parse_mm_data({"image": [Image.new("RGB", (width, height))] * images})
+    # With ``images`` > 1 the prompt repeats ``images`` times, one copy of the image behind
+    # each, and the last image's placeholder is the answer (where the count depends on the
+    # image's place, or, as DeepSeek-VL2's cropping, on how many images the prompt holds).
+    blank = Image.new("RGB", (width, height))
+    items = processor.info.parse_mm_data({"image": [blank] * images})
     processed = processor(" ".join([prompt] * images), items)
-    length = int(processed["mm_placeholders"]["image"][0].length)
+    length = int(processed["mm_placeholders"]["image"][-1].length)
     if count in EMBEDDINGS:
-        embeddings = EMBEDDINGS[count](processed["mm_kwargs"]["image"][0], processor)
+        embeddings = EMBEDDINGS[count](processed["mm_kwargs"]["image"][-1], processor)
         if embeddings != length:
             raise ValueError(f"the model's {embeddings} embeddings for {length} placeholders")
     return length
@@ -238,7 +267,7 @@ def run_family(family: dict[str, Any]) -> dict[str, Any]:
             tokenizer=family["directory"],
             max_model_len=family.get("max_model_len", 32768),
             trust_remote_code=family.get("trust_remote_code", True),
-            limit_mm_per_prompt={"image": 4, "video": 0},
+            limit_mm_per_prompt={"image": max(4, family.get("images", 1)), "video": 0},
             mm_processor_kwargs=family.get("mm_processor_kwargs") or None,
         )
         processor = MULTIMODAL_REGISTRY.create_processor(model_config)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
 from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
 
@@ -25,15 +25,23 @@ WORDS = ("hello", "describe", "the", "image", "please", "\n")
 
 
 def write_tokenizer(
-    directory: Path, special_tokens: Sequence[str], config: Mapping[str, Any]
+    directory: Path,
+    special_tokens: Sequence[str],
+    config: Mapping[str, Any],
+    *,
+    added_tokens: Sequence[str] = (),
 ) -> dict[str, int]:
-    """``tokenizer.json`` (special tokens first, then ``WORDS``) and ``tokenizer_config.json``;
-    returns the vocabulary."""
+    """``tokenizer.json`` (special tokens first, then ``WORDS``, then ``added_tokens``) and
+    ``tokenizer_config.json``; returns the vocabulary. ``added_tokens`` are plain tokens
+    matched anywhere in the text before the whitespace split (a newline, single digits)."""
     directory.mkdir(parents=True, exist_ok=True)
-    vocab = {token: index for index, token in enumerate([*special_tokens, *WORDS])}
+    words = [*WORDS, *(token for token in added_tokens if token not in WORDS)]
+    vocab = {token: index for index, token in enumerate([*special_tokens, *words])}
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=special_tokens[0]))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer.add_special_tokens(list(special_tokens))
+    if added_tokens:
+        tokenizer.add_tokens([AddedToken(token, normalized=False) for token in added_tokens])
     tokenizer.save(str(directory / "tokenizer.json"))
     (directory / "tokenizer_config.json").write_text(json.dumps(dict(config)))
     return vocab
@@ -698,3 +706,117 @@ def write_deepseek_vl2_dir(directory: Path) -> Path:
     )
     write_json(directory, "processor_config.json", processor)
     return directory
+
+
+# -- MiniCPM-V 4.6 / 4.7 --------------------------------------------------------------------
+
+MINICPMV4_6_SPECIAL = (
+    "<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|image_pad|>", "<|video_pad|>",
+    "<image>", "</image>", "<slice>", "</slice>", "<image_id>", "</image_id>",
+)  # fmt: skip
+MINICPMV4_6_PROMPT = "hello <|image_pad|> describe"
+# Qwen's tokenizer spells each digit of the image id, and the newline between slice rows, as
+# one token each; the markup tokens are special.
+MINICPMV4_6_ADDED = ("\n", *"0123456789")
+
+
+def write_minicpmv4_6_dir(
+    directory: Path,
+    *,
+    architecture: str = "MiniCPMV4_6ForConditionalGeneration",
+    model_type: str = "minicpmv4_6",
+    **image_processor: Any,
+) -> Path:
+    """openbmb/MiniCPM-V-4.6: a SigLIP tower of 14 px patches, images sliced into at most 9
+    slices of about 448² px, each merged 16x (two 2 x 2 merges) or 4x. The processor values
+    are transformers 5.2's MiniCPMV4_6ImageProcessor class defaults and config.json's are
+    MiniCPMV4_6Config's (the checkpoint's own files cannot be read here; the vision tower's
+    980 px position grid is MiniCPM-V 2.6's, shrunk otherwise); the tokenizer's markup is
+    the names vLLM's MiniCPMV4_6ProcessingInfo falls back to. A small Qwen3.5 text tower."""
+    vocab = write_tokenizer(
+        directory,
+        MINICPMV4_6_SPECIAL,
+        {
+            "tokenizer_class": "Qwen2Tokenizer",
+            "unk_token": "<unk>",
+            "eos_token": "<|im_end|>",
+            "pad_token": "<|endoftext|>",
+            "extra_special_tokens": {
+                "image_token": "<|image_pad|>",
+                "video_token": "<|video_pad|>",
+                "image_start_token": "<image>",
+                "image_end_token": "</image>",
+                "slice_start_token": "<slice>",
+                "slice_end_token": "</slice>",
+                "image_id_start_token": "<image_id>",
+                "image_id_end_token": "</image_id>",
+            },
+        },
+        added_tokens=MINICPMV4_6_ADDED,
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": [architecture],
+            "model_type": model_type,
+            "torch_dtype": "bfloat16",
+            "image_size": 448,
+            "insert_layer_id": 6,
+            "downsample_mode": "16x",
+            "image_token_id": vocab["<|image_pad|>"],
+            "video_token_id": vocab["<|video_pad|>"],
+            "vision_config": {
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 8,
+                "num_attention_heads": 2,
+                "image_size": 980,
+                "patch_size": 14,
+            },
+            "text_config": {
+                "model_type": "qwen3_5_text",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 4,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 32,
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 32768,
+            },
+        },
+    )
+    processor_values = {
+        "max_slice_nums": 9,
+        "scale_resolution": 448,
+        "patch_size": 14,
+        "slice_mode": True,
+        "downsample_mode": "16x",
+        "use_image_id": True,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        **image_processor,
+    }
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {"image_processor_type": "MiniCPMV4_6ImageProcessor", **processor_values},
+    )
+    write_json(
+        directory,
+        "video_preprocessor_config.json",
+        {"video_processor_type": "MiniCPMV4_6VideoProcessor", **processor_values},
+    )
+    return directory
+
+
+def write_minicpmv4_7_dir(directory: Path, **image_processor: Any) -> Path:
+    """openbmb/MiniCPM-V-4.7: MiniCPM-V 4.6's processor and markup (vLLM's 4.7 classes
+    subclass 4.6's; transformers maps minicpmv4_7 to MiniCPMV4_6ImageProcessor)."""
+    return write_minicpmv4_6_dir(
+        directory,
+        architecture="MiniCPMV4_7ForConditionalGeneration",
+        model_type="minicpmv4_7",
+        **image_processor,
+    )

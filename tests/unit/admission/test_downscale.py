@@ -4,11 +4,14 @@ fits, exactly; through ``decide``, which calls the plan when a budget asks for a
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from sidecar.admission.budgets import Budgets
 from sidecar.admission.decision import Downscale, Reason, Reject
+from sidecar.profiles import load_profile
+from tests.support.family_dirs import write_minicpmv4_6_dir
 from tests.support.predictions import (
     FRAME_4K,
     HD,
@@ -116,3 +119,15 @@ def test_downscaled_prediction_recomputes_kv_bytes() -> None:
     assert decision.prediction.kv_bytes == expected < prediction.kv_bytes
     assert decision.original == prediction
     assert replace(decision.prediction, images=prediction.images).text_tokens == 100
+
+
+def test_a_downscale_leaves_room_for_what_an_images_place_adds(tmp_path: Path) -> None:
+    # MiniCPM-V 4.6's 11th image spells a two-digit <image_id>: its size must fit one less.
+    minicpm = load_profile(str(write_minicpmv4_6_dir(tmp_path)))
+    prediction = predict([PHONE] * 11, profile=minicpm)
+    decision = decide_for(prediction, Budgets(max_image_tokens=212, downscale=True), minicpm)
+    assert isinstance(decision, Downscale)
+    last = decision.resizes[-1]
+    assert last.index == 10
+    assert last.tokens_after == minicpm.vision.image_tokens(*last.to_size).tokens + 1
+    assert max(resize.tokens_after for resize in decision.resizes) <= 212

@@ -4,6 +4,8 @@ embeddings without one refused."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sidecar.cost.assembly import (
@@ -14,9 +16,11 @@ from sidecar.cost.assembly import (
 )
 from sidecar.cost.prediction import ImageCost, VideoCost
 from sidecar.errors import InvalidRequestError
+from sidecar.profiles import load_profile
 from sidecar.settings import RemoteImages
 from sidecar.video import VideoTokens
 from sidecar.vision import ImageTokens
+from tests.support.family_dirs import write_minicpmv4_6_dir
 from tests.support.predictions import QWEN_PROFILE
 
 POLICY = PricingPolicy(audio_tokens_per_item=700, embeds_tokens_per_item=300)
@@ -97,3 +101,13 @@ def test_an_image_is_priced_by_its_size_or_at_the_largest_when_its_size_is_unkno
     unknown = image_cost(1, "cached", None, None, vision)
     assert (unknown.tokens, unknown.assumed_max) == (vision.max_image_tokens(), True)
     assert unknown.tokens.tokens > sized.tokens.tokens
+
+
+def test_an_image_numbered_in_its_markup_costs_the_digits_of_its_place(tmp_path: Path) -> None:
+    # MiniCPM-V 4.6 writes <image_id>N</image_id> before each image: image 10 onwards spells
+    # one more digit, known or unknown size alike (vLLM's figures: tests/renderer).
+    vision = load_profile(str(write_minicpmv4_6_dir(tmp_path))).vision
+    first, tenth, eleventh = (image_cost(i, "data", (640, 480), "jpeg", vision) for i in (0, 9, 10))
+    assert [c.tokens.tokens for c in (first, tenth, eleventh)] == [212, 212, 213]
+    unknown = image_cost(100, "url", None, None, vision)
+    assert unknown.tokens.tokens == vision.max_image_tokens().tokens + 2

@@ -10,6 +10,7 @@ import pytest
 from sidecar.errors import ConfigurationError
 from sidecar.profiles import ProfileOverrides, load_profile
 from sidecar.settings import Settings
+from tests.support.family_dirs import write_minicpmv4_6_dir
 
 QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
 INTERNVL_HF = "OpenGVLab/InternVL3-8B-hf"
@@ -46,6 +47,13 @@ def test_knobs_in_the_images_scope_count_and_the_top_level_wins() -> None:
     both = kwargs({"images_kwargs": {"max_patches": 4}, "max_patches": 6})
     assert scoped.image_tokens(6000, 500).tokens == 2 + 256 * 5
     assert load_profile(INTERNVL_HF, both).vision.image_tokens(6000, 500).tokens == 2 + 256 * 7
+
+
+def test_where_vllm_reads_the_images_scope_first_so_does_the_sidecar(tmp_path: Path) -> None:
+    # MiniCPM-V 4.6: max_slice_nums 2 under images_kwargs beats 4 at the top level in vLLM.
+    directory = write_minicpmv4_6_dir(tmp_path)
+    both = kwargs({"images_kwargs": {"max_slice_nums": 2}, "max_slice_nums": 4})
+    assert load_profile(str(directory), both).vision.image_tokens(3000, 1000).tokens == 219
 
 
 def test_a_knob_the_family_cannot_price_stops_start_up_naming_it() -> None:

@@ -31,7 +31,7 @@ from sidecar.profiles.processor_kwargs import SERVER_KWARGS, ProcessorKwargs
 from sidecar.settings import Settings
 from sidecar.video import VideoRule
 from sidecar.video.qwen import QwenVideoRule
-from sidecar.vision import PixelLimited, VisionRule
+from sidecar.vision import MODEL_DIRECTORY, PixelLimited, VisionRule
 from sidecar.vision.anyres import AnyresRule
 from sidecar.vision.engine_only import EngineOnlyRule
 from sidecar.vision.fixed import FixedTokensRule
@@ -44,6 +44,7 @@ from sidecar.vision.internvl import InternVLRule
 from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
 from sidecar.vision.internvl_chat import InternVLChatRule
 from sidecar.vision.llama4 import Llama4Rule
+from sidecar.vision.nvlm_d import NVLMRule
 from sidecar.vision.ovis2_5 import Ovis2_5Rule
 from sidecar.vision.paddleocr_vl import PaddleOCRVLRule
 from sidecar.vision.pixtral import PixtralRule
@@ -105,6 +106,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "llama4": Llama4Rule.from_configs,
     "paddleocr_vl": PaddleOCRVLRule.from_configs,
     "ovis2_5": Ovis2_5Rule.from_configs,
+    "nvlm_d": NVLMRule.from_nvlm_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -114,12 +116,13 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "gemma4": GEMMA4_KNOBS,
     "internvl_chat": INTERNVL_CHAT_KNOBS,
     "eagle2_5_vl": INTERNVL_CHAT_KNOBS,
+    "nvlm_d": INTERNVL_CHAT_KNOBS,
     "internvl": frozenset({"min_patches", "max_patches"}),
 }
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg.
-KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl"})
+KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl", "nvlm_d"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,7 +391,7 @@ def _profile_from_directory(
     profile = profile_from_configs(
         str(directory),
         config,
-        preprocessor,
+        {**preprocessor, MODEL_DIRECTORY: str(directory)},
         source=str(directory),
         video_preprocessor=_video_preprocessor(directory, preprocessor),
         processor_kwargs=kwargs,

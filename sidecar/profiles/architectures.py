@@ -386,7 +386,14 @@ _TABLE: tuple[Architecture, ...] = (
         proof=BY_NEW_FAMILIES,
     ),
     _engine("H2OVLChatModel", "h2ovl", "InternVL chat format"),
-    _engine("NVLM_D", "nvlm_d", "InternVL chat format"),
+    _rule(
+        "NVLM_D",
+        "nvlm_d",
+        "nvlm_d",
+        note="NVLMProcessor: InternVLChatProcessor's tiles (1-6 + thumbnail), each tagged "
+        "<tile_k>, the tags counted by the checkpoint's tokenizer.json",
+        proof=BY_NEW_FAMILIES,
+    ),
     _rule(
         "SkyworkR1VChatModel",
         "skyworkr1v",

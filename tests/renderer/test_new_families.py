@@ -163,6 +163,23 @@ FAMILIES = (
         "ovis2.5-max_pixels-ignored", family_dirs.write_ovis2_5_dir, "ovis2_5",
         family_dirs.OVIS_PROMPT, {"max_pixels": 200704},
     ),
+    # NVLM-D: InternVL chat's knobs; the tile tags counted by the checkpoint's tokenizer.
+    Family(
+        "nvlm-d", family_dirs.write_nvlm_d_dir, "nvlm_d", family_dirs.NVLM_PROMPT,
+        apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "nvlm-d-max_dynamic_patch-12", family_dirs.write_nvlm_d_dir, "nvlm_d",
+        family_dirs.NVLM_PROMPT, {"max_dynamic_patch": 12},
+    ),
+    Family(
+        "nvlm-d-no-thumbnail", family_dirs.write_nvlm_d_dir, "nvlm_d", family_dirs.NVLM_PROMPT,
+        {"use_thumbnail": False},
+    ),
+    Family(
+        "nvlm-d-do_rescale", family_dirs.write_nvlm_d_dir, "nvlm_d", family_dirs.NVLM_PROMPT,
+        {"do_rescale": True}, refused_at_start="do_rescale",
+    ),
 )  # fmt: skip
 
 

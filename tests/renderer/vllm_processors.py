@@ -65,6 +65,24 @@ def _internvl_style(processor: Any) -> Count:
     return count
 
 
+def _nvlm_d(processor: Any) -> Count:
+    # NVLMMultiModalProcessor._get_prompt_repl_image.get_replacement_nvlm: the tile count the
+    # image processor makes (its num_patches, what get_num_image_tokens counts in tiles), the
+    # tagged replacement encoded, then the encoded newline.
+    from vllm.multimodal.processing import cached_encode
+
+    info = processor.info
+    hf = info.get_hf_processor()
+    newline = len(cached_encode(info.get_tokenizer(), "\n", add_special_tokens=False))
+
+    def count(width: int, height: int) -> int:
+        features = info.get_num_image_tokens(image_width=width, image_height=height, processor=hf)
+        tiles = features // hf.image_seq_length
+        return len(hf.get_image_repl(tiles, num_features=features).full) + newline
+
+    return count
+
+
 def _image_repl(processor: Any) -> Count:
     # Families whose info builds each image's replacement from its size (Gemma 3n).
     info = processor.info
@@ -117,6 +135,7 @@ def _ovis2_5(processor: Any) -> Count:
 
 COUNTS: dict[str, Callable[[Any], Count]] = {
     "ovis2_5": _ovis2_5,
+    "nvlm_d": _nvlm_d,
     "paddleocr_vl": _paddleocr_vl,
     "image_repl": _image_repl,
     "gemma4": _gemma4,

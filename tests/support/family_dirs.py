@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
 from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
 
@@ -424,12 +424,23 @@ def write_internvl_chat_dir(
     model_type: str = "internvl_chat",
     vision_model_type: str = "intern_vit_6b",
     vision: Mapping[str, Any] | None = None,
+    tokenizer: Callable[[Path], dict[str, int]] | None = None,
     **values: Any,
 ) -> Path:
-    vocab = write_tokenizer(
-        directory,
-        INTERNVL_SPECIAL,
-        {"tokenizer_class": "Qwen2Tokenizer", "unk_token": "<unk>", "eos_token": "<|endoftext|>"},
+    """``tokenizer`` writes the checkpoint's tokenizer and returns its vocabulary (default:
+    InternVL's special tokens)."""
+    vocab = (
+        tokenizer(directory)
+        if tokenizer is not None
+        else write_tokenizer(
+            directory,
+            INTERNVL_SPECIAL,
+            {
+                "tokenizer_class": "Qwen2Tokenizer",
+                "unk_token": "<unk>",
+                "eos_token": "<|endoftext|>",
+            },
+        )
     )
     config = internvl_chat_config(
         vocab, architecture=architecture, model_type=model_type, vision=vision, **values
@@ -546,3 +557,52 @@ def write_ovis2_5_dir(directory: Path) -> Path:
         },
     )
     return directory
+
+
+# -- NVLM-D ---------------------------------------------------------------------------------
+
+NVLM_SPECIAL = ("<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_pad|>", "<image>")
+NVLM_PROMPT = "hello <image>\ndescribe"  # vLLM's NVLM target is "<image>\n"
+# The pieces the tile tags split into: NVLM-D's <Image>, </Image>, <tile_k> and
+# <tile_global_thumbnail> are plain text to its Qwen2 tokenizer (vLLM's nvlm_d.py: "<Image><tile"
+# encodes as several tokens), so here too; what the count takes from the tokenizer is proven.
+NVLM_PIECES = ("<", ">", "/", "_", "Image", "tile", "global", "thumbnail", *"0123456789")
+
+
+def write_nvlm_tokenizer(directory: Path) -> dict[str, int]:
+    """A tokenizer that splits punctuation and digits, so each tag costs several tokens
+    (``<tile_12>``: 6), and "\\n" is one token, as in Qwen2's."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tokens = [*NVLM_SPECIAL, *NVLM_PIECES, *WORDS]
+    vocab = {token: index for index, token in enumerate(tokens)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))  # noqa: S106 - a token
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.WhitespaceSplit(),
+            pre_tokenizers.Punctuation(),
+            pre_tokenizers.Digits(individual_digits=True),
+        ]
+    )
+    tokenizer.add_special_tokens(list(NVLM_SPECIAL))
+    tokenizer.add_tokens([AddedToken("\n", normalized=False)])
+    tokenizer.save(str(directory / "tokenizer.json"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "unk_token": "<unk>",
+        "eos_token": "<|im_end|>",
+    }
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    return vocab
+
+
+def write_nvlm_d_dir(directory: Path, **values: Any) -> Path:
+    """nvidia/NVLM-D-72B: InternViT-6B at 448 px (14 px patches, pixel-shuffled by 0.5 to 256
+    tokens), 1-6 tiles + thumbnail (its config.json; the 6 is the NVLM paper's); a two-layer
+    Qwen2 tower."""
+    return write_internvl_chat_dir(
+        directory,
+        architecture="NVLM_D",
+        model_type="NVLM_D",
+        tokenizer=write_nvlm_tokenizer,
+        **{"max_dynamic_patch": 6, "template": "chatml", "select_layer": -1, **values},
+    )

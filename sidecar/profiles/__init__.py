@@ -44,6 +44,8 @@ from sidecar.vision.internvl import InternVLRule
 from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
 from sidecar.vision.internvl_chat import InternVLChatRule
 from sidecar.vision.llama4 import Llama4Rule
+from sidecar.vision.nemotron_vl import PROCESSOR_KNOBS as NEMOTRON_VL_KNOBS
+from sidecar.vision.nemotron_vl import NemotronVLRule
 from sidecar.vision.nvlm_d import NVLMRule
 from sidecar.vision.ovis2_5 import Ovis2_5Rule
 from sidecar.vision.paddleocr_vl import PaddleOCRVLRule
@@ -107,6 +109,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "paddleocr_vl": PaddleOCRVLRule.from_configs,
     "ovis2_5": Ovis2_5Rule.from_configs,
     "nvlm_d": NVLMRule.from_nvlm_configs,
+    "nemotron_vl": NemotronVLRule.from_nemotron_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -117,6 +120,7 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "internvl_chat": INTERNVL_CHAT_KNOBS,
     "eagle2_5_vl": INTERNVL_CHAT_KNOBS,
     "nvlm_d": INTERNVL_CHAT_KNOBS,
+    "nemotron_vl": NEMOTRON_VL_KNOBS,
     "internvl": frozenset({"min_patches", "max_patches"}),
 }
 

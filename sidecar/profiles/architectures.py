@@ -401,7 +401,15 @@ _TABLE: tuple[Architecture, ...] = (
         note="SkyworkR1VProcessingInfo: InternVLChatProcessor, as InternVLChatModel",
         proof=BY_NEW_FAMILIES,
     ),
-    _engine("Llama_Nemotron_Nano_VL", "nemotron_vl", "InternVL chat format"),
+    _rule(
+        "Llama_Nemotron_Nano_VL",
+        "nemotron_vl",
+        "nemotron_vl",
+        note="LlamaNemotronNanoVLProcessor: InternVL chat's <img><image>...</img> over its own "
+        "size-weighted grid choice (1 to max_num_tiles + thumbnail), values from "
+        "preprocessor_config.json",
+        proof=BY_NEW_FAMILIES,
+    ),
     _engine("QianfanOCRForConditionalGeneration", "qianfan_ocr", "InternVL chat format"),
     # --- Ovis 2.5 / 2.6 --------------------------------------------------------------------------
     _rule(

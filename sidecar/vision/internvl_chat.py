@@ -22,7 +22,8 @@ else ``config.json``; vLLM passes every server kwarg to that constructor, so any
 Built on the same processor, with the same count: Eagle 2.5 (the tile side is
 ``force_image_size`` when set) and Skywork-R1V. The relatives that change one piece subclass
 this rule and override that piece: NVLM-D the replacement's length per tile count
-(``nvlm_d``: ``tokens_for_tiles``).
+(``nvlm_d``: ``tokens_for_tiles``), Llama-Nemotron-Nano-VL the grid choice (``nemotron_vl``:
+``grid``).
 """
 
 from __future__ import annotations

@@ -180,6 +180,41 @@ FAMILIES = (
         "nvlm-d-do_rescale", family_dirs.write_nvlm_d_dir, "nvlm_d", family_dirs.NVLM_PROMPT,
         {"do_rescale": True}, refused_at_start="do_rescale",
     ),
+    # Llama-Nemotron-Nano-VL: the remote image processor's three values, kwargs over them.
+    Family(
+        "nemotron-vl", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
+        family_dirs.NEMOTRON_VL_PROMPT, apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "nemotron-vl-max_num_tiles-6", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
+        family_dirs.NEMOTRON_VL_PROMPT, {"max_num_tiles": 6},
+    ),
+    Family(
+        "nemotron-vl-no-thumbnail-448", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
+        family_dirs.NEMOTRON_VL_PROMPT, {"use_thumbnail": False, "image_size": 448},
+    ),
+    Family(
+        "nemotron-vl-preprocessor-max_num_tiles-4",
+        lambda directory: family_dirs.write_nemotron_vl_dir(directory, max_num_tiles=4),
+        "nemotron_vl", family_dirs.NEMOTRON_VL_PROMPT,
+    ),
+    # The tiling call's kwargs reach the tiles vLLM's placeholder is built from.
+    Family(
+        "nemotron-vl-max_dynamic_patch-6", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
+        family_dirs.NEMOTRON_VL_PROMPT, {"max_dynamic_patch": 6},
+    ),
+    Family(
+        "nemotron-vl-min_dynamic_patch-4", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
+        family_dirs.NEMOTRON_VL_PROMPT, {"min_dynamic_patch": 4},
+    ),
+    Family(
+        "nemotron-vl-no-dynamic_image_size", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
+        family_dirs.NEMOTRON_VL_PROMPT, {"dynamic_image_size": False},
+    ),
+    Family(
+        "nemotron-vl-do_rescale", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
+        family_dirs.NEMOTRON_VL_PROMPT, {"do_rescale": True},
+    ),
 )  # fmt: skip
 
 

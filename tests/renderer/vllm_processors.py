@@ -83,6 +83,35 @@ def _nvlm_d(processor: Any) -> Count:
     return count
 
 
+def _nemotron_vl(processor: Any) -> Count:
+    # BaseInternVLMultiModalProcessor.get_replacement_internvl builds the placeholder from the
+    # tiles the image processor made (image_num_patches), and the server's tiling kwargs reach
+    # that call (LlamaNemotronNanoVLImageProcessor._images_to_pixel_values_lst); its
+    # get_num_image_tokens ignores them. Here the same functions, on the size alone.
+    from vllm.transformers_utils.processors import nemotron_vl
+
+    info = processor.info
+    hf = info.get_hf_processor()
+    kwargs = info.ctx.get_merged_mm_kwargs({})
+    image_processor = hf.image_processor
+    min_num, max_num = image_processor.resolve_min_max_num(
+        min_dynamic_patch=kwargs.get("min_dynamic_patch"),
+        max_dynamic_patch=kwargs.get("max_dynamic_patch"),
+        dynamic_image_size=kwargs.get("dynamic_image_size"),
+        use_thumbnail=False,
+    )
+    ratios = nemotron_vl.get_nemotron_vl_target_ratios(min_num, max_num)
+
+    def count(width: int, height: int) -> int:
+        tiles, _, _ = nemotron_vl.calculate_nemotron_vl_targets(
+            orig_width=width, orig_height=height, target_ratios=ratios,
+            image_size=image_processor.image_size, use_thumbnail=image_processor.use_thumbnail,
+        )  # fmt: skip
+        return len(hf.get_image_repl(tiles).full)
+
+    return count
+
+
 def _image_repl(processor: Any) -> Count:
     # Families whose info builds each image's replacement from its size (Gemma 3n).
     info = processor.info
@@ -136,6 +165,7 @@ def _ovis2_5(processor: Any) -> Count:
 COUNTS: dict[str, Callable[[Any], Count]] = {
     "ovis2_5": _ovis2_5,
     "nvlm_d": _nvlm_d,
+    "nemotron_vl": _nemotron_vl,
     "paddleocr_vl": _paddleocr_vl,
     "image_repl": _image_repl,
     "gemma4": _gemma4,

@@ -606,3 +606,56 @@ def write_nvlm_d_dir(directory: Path, **values: Any) -> Path:
         tokenizer=write_nvlm_tokenizer,
         **{"max_dynamic_patch": 6, "template": "chatml", "select_layer": -1, **values},
     )
+
+
+# -- Llama-Nemotron-Nano-VL -----------------------------------------------------------------
+
+NEMOTRON_VL_PROMPT = INTERNVL_PROMPT
+
+# A stand-in for the checkpoint's remote image processor (its image_processing.py ships with
+# the checkpoint and cannot be fetched here): vLLM's count reads only these three attributes.
+_NEMOTRON_IMAGE_PROCESSOR_MODULE = """
+from transformers.image_processing_utils import BaseImageProcessor
+
+
+class NemotronNanoVLImageProcessor(BaseImageProcessor):
+    model_input_names = ["pixel_values"]
+
+    def __init__(self, image_size=512, max_num_tiles=12, use_thumbnail=True, **kwargs):
+        super().__init__(**kwargs)
+        self.image_size = image_size
+        self.max_num_tiles = max_num_tiles
+        self.use_thumbnail = use_thumbnail
+"""
+
+
+def write_nemotron_vl_dir(directory: Path, **processor: Any) -> Path:
+    """nvidia/Llama-3.1-Nemotron-Nano-VL-8B-V1: a C-RADIO tower of 16 px patches, 512 px tiles
+    pixel-shuffled by 0.5 to 256 tokens, 1-12 tiles + thumbnail (its config.json and
+    preprocessor_config.json as published; ``processor`` overrides the latter's values); a
+    two-layer stand-in text tower. Its ``<img>``, ``</img>`` and ``<image>`` are single tokens."""
+    write_internvl_chat_dir(
+        directory,
+        architecture="Llama_Nemotron_Nano_VL",
+        model_type="Llama_Nemotron_Nano_VL",
+        vision_model_type="radio",
+        vision={"image_size": 512, "patch_size": 16},
+        force_image_size=512,
+        template="llama3-chat",
+    )
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "auto_map": {"AutoImageProcessor": "image_processing.NemotronNanoVLImageProcessor"},
+            "image_processor_type": "NemotronNanoVLImageProcessor",
+            "image_size": 512,
+            "max_num_tiles": 12,
+            "use_thumbnail": True,
+            "norm_mean": [0.48145466, 0.4578275, 0.40821073],
+            "norm_std": [0.26862954, 0.26130258, 0.27577711],
+            **processor,
+        },
+    )
+    (directory / "image_processing.py").write_text(_NEMOTRON_IMAGE_PROCESSOR_MODULE)
+    return directory

@@ -31,7 +31,7 @@ from sidecar.profiles.processor_kwargs import SERVER_KWARGS, ProcessorKwargs
 from sidecar.settings import Settings
 from sidecar.video import VideoRule
 from sidecar.video.qwen import QwenVideoRule
-from sidecar.vision import MODEL_DIRECTORY, PixelLimited, VisionRule
+from sidecar.vision import MODEL_DIRECTORY, PixelLimited, VisionRule, nano_nemotron_vl
 from sidecar.vision.anyres import AnyresRule
 from sidecar.vision.engine_only import EngineOnlyRule
 from sidecar.vision.fixed import FixedTokensRule
@@ -110,6 +110,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "ovis2_5": Ovis2_5Rule.from_configs,
     "nvlm_d": NVLMRule.from_nvlm_configs,
     "nemotron_vl": NemotronVLRule.from_nemotron_configs,
+    "nano_nemotron_vl": nano_nemotron_vl.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -121,12 +122,13 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "eagle2_5_vl": INTERNVL_CHAT_KNOBS,
     "nvlm_d": INTERNVL_CHAT_KNOBS,
     "nemotron_vl": NEMOTRON_VL_KNOBS,
+    "nano_nemotron_vl": nano_nemotron_vl.PROCESSOR_KNOBS,
     "internvl": frozenset({"min_patches", "max_patches"}),
 }
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg.
-KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl", "nvlm_d"})
+KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl", "nvlm_d", "nano_nemotron_vl"})
 
 
 @dataclass(frozen=True, slots=True)

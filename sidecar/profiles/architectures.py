@@ -411,6 +411,37 @@ _TABLE: tuple[Architecture, ...] = (
         proof=BY_NEW_FAMILIES,
     ),
     _engine("QianfanOCRForConditionalGeneration", "qianfan_ocr", "InternVL chat format"),
+    # --- Nemotron Nano VL v2, Nemotron-H Omni V3 -------------------------------------------------
+    _rule(
+        "NemotronH_Nano_VL_V2",
+        "nano_nemotron_vl",
+        "nano_nemotron_vl",
+        note="NanoNemotronVLProcessor: InternVL's tiler (1 to max_num_tiles + thumbnail), "
+        "exact; or its dynamic resolution, priced at the most any budget a request can hand "
+        "the image gives (never low)",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "NemotronH_Nano_Omni_Reasoning_V3",
+        "nano_nemotron_vl",
+        "nano_nemotron_vl",
+        note="registered with NemotronH_Nano_VL_V2's class and processor",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "NemotronH_Super_Omni_Reasoning_V3",
+        "nano_nemotron_vl",
+        "nano_nemotron_vl",
+        note="registered with NemotronH_Nano_VL_V2's class and processor",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "NemotronH_Omni_Reasoning_V3",
+        "nano_nemotron_vl",
+        "nano_nemotron_vl",
+        note="registered with NemotronH_Nano_VL_V2's class and processor",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- Ovis 2.5 / 2.6 --------------------------------------------------------------------------
     _rule(
         "Ovis2_5",
@@ -490,10 +521,6 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("Molmo2ForConditionalGeneration", "molmo2"),
     _engine("Moondream3ForCausalLM", "moondream3"),
     _engine("HfMoondream", "moondream3"),
-    _engine("NemotronH_Nano_VL_V2", "nano_nemotron_vl"),
-    _engine("NemotronH_Nano_Omni_Reasoning_V3", "nano_nemotron_vl"),
-    _engine("NemotronH_Super_Omni_Reasoning_V3", "nano_nemotron_vl"),
-    _engine("NemotronH_Omni_Reasoning_V3", "nano_nemotron_vl"),
     _engine("MuseGlimmerForConditionalGeneration", "muse_glimmer"),
     _engine("MuseSparkForConditionalGeneration", "vllm.models.muse_spark"),
     _engine("OpenVLAForActionPrediction", "openvla"),

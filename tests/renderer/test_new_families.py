@@ -32,6 +32,7 @@ Size = tuple[int, int]
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "vllm_processors.py"
 RANDOM_SIZES = 1000
+MOST_SIZES = 40  # each tries every budget vLLM can hand the image: thousands of calls
 WORKER_TIMEOUT_SECONDS = 600
 # The full path processes a blank image of each size (resizing and tiling it: the slow part):
 # small and odd sizes for each family, three for each variant of its knobs.
@@ -60,6 +61,14 @@ class Family:
     trust_remote_code: bool = True  # vLLM's --trust-remote-code
     refused_at_start: str | None = None  # vLLM fails every image; the sidecar refuses to
     # start, with a message matching this
+    max_model_len: int = 32768  # vLLM's --max-model-len
+    # Sizes of images sent together, for families whose images share a budget: the sidecar
+    # prices each as if alone, which must never be below vLLM's count for it.
+    groups: tuple[tuple[Size, ...], ...] = ()
+    # The sidecar prices the most any request can give an image (vLLM's count depends on the
+    # rest of the request): at least vLLM's count for the image alone, and equal to vLLM's own
+    # most on the first MOST_SIZES sizes.
+    never_low: bool = False
 
     def sizes(self, seed: int) -> list[Size]:
         return [*EXTREME_SIZES, *random_sizes(seed, RANDOM_SIZES)]
@@ -215,6 +224,56 @@ FAMILIES = (
         "nemotron-vl-do_rescale", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
         family_dirs.NEMOTRON_VL_PROMPT, {"do_rescale": True},
     ),
+    # Nemotron Nano VL v2: InternVL's tiles, or (Omni V3) the dynamic resolution at the
+    # worker's max_model_len of 32,768 (the tower's own positions here, as the sidecar prices).
+    Family(
+        "nano-nemotron-vl-v2", family_dirs.write_nano_nemotron_vl_dir, "nano_nemotron_vl",
+        family_dirs.NANO_NEMOTRON_PROMPT, apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "nano-nemotron-vl-v2-max_num_tiles-4", family_dirs.write_nano_nemotron_vl_dir,
+        "nano_nemotron_vl", family_dirs.NANO_NEMOTRON_PROMPT, {"max_num_tiles": 4},
+    ),
+    Family(
+        "nano-nemotron-vl-v2-do_rescale", family_dirs.write_nano_nemotron_vl_dir,
+        "nano_nemotron_vl", family_dirs.NANO_NEMOTRON_PROMPT, {"do_rescale": True},
+        refused_at_start="do_rescale",
+    ),
+    Family(
+        "nemotron-omni-v3-dynamic",
+        lambda directory: family_dirs.write_nano_nemotron_vl_dir(
+            directory, architecture="NemotronH_Nano_Omni_Reasoning_V3",
+            vision_args=family_dirs.NANO_NEMOTRON_DYNAMIC_ARGS, context_tokens=32768,
+        ),
+        "nano_nemotron_vl", family_dirs.NANO_NEMOTRON_PROMPT, apply_sizes=APPLY_SIZES,
+        never_low=True,
+    ),
+    Family(
+        "nemotron-omni-v3-dynamic-unbounded",
+        lambda directory: family_dirs.write_nano_nemotron_vl_dir(
+            directory, architecture="NemotronH_Omni_Reasoning_V3",
+            vision_args={"min_num_patches": 4, "max_num_patches": 0}, context_tokens=4096,
+        ),
+        "nano_nemotron_vl", family_dirs.NANO_NEMOTRON_PROMPT, max_model_len=4096,
+        never_low=True,
+    ),
+    # Four images at a max_model_len of 8,192: a budget of 32,752 patches, under four shares
+    # of 13,312, so vLLM shrinks them together; each alone keeps its share.
+    Family(
+        "nemotron-omni-v3-dynamic-shared",
+        lambda directory: family_dirs.write_nano_nemotron_vl_dir(
+            directory, architecture="NemotronH_Nano_Omni_Reasoning_V3",
+            vision_args=family_dirs.NANO_NEMOTRON_DYNAMIC_ARGS, context_tokens=32768,
+        ),
+        "nano_nemotron_vl", family_dirs.NANO_NEMOTRON_PROMPT, apply_sizes=((640, 480),),
+        max_model_len=8192, never_low=True,
+        groups=(
+            ((4000, 3000), (4000, 3000), (3000, 4000), (2048, 2048)),
+            ((640, 480), (4000, 3000), (1, 1)),
+            ((4000, 3000),),
+            ((777, 333),),
+        ),
+    ),
 )  # fmt: skip
 
 
@@ -225,6 +284,8 @@ class Proven:
     sizes: list[Size]
     counts: list[Answer]
     applied: list[Answer]
+    together: list[list[int] | str]
+    most: list[Answer]
     error: str | None
 
 
@@ -247,6 +308,8 @@ def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Proven]:
             "prompt": family.prompt, "mm_processor_kwargs": dict(family.mm_processor_kwargs),
             "sizes": sizes, "apply": family.apply_sizes,
             "trust_remote_code": family.trust_remote_code,
+            "max_model_len": family.max_model_len, "groups": family.groups,
+            "most_sizes": sizes[:MOST_SIZES] if family.never_low else [],
         })  # fmt: skip
     spec_path, answers_path = root / "spec.json", root / "answers.json"
     spec_path.write_text(json.dumps({"families": specs}))
@@ -266,6 +329,8 @@ def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Proven]:
             *built[family.name],
             answers[family.name].get("counts", []),
             answers[family.name].get("apply", []),
+            answers[family.name].get("together", []),
+            answers[family.name].get("most", []),
             answers[family.name].get("error"),
         )
         for family in FAMILIES
@@ -279,8 +344,10 @@ def sidecar_answer(rule: Any, size: Size) -> Answer:
         return f"error: {exc}"
 
 
-def agree(ours: Answer, theirs: Answer) -> bool:
-    return (isinstance(ours, str) and isinstance(theirs, str)) or ours == theirs
+def agree(ours: Answer, theirs: Answer, *, never_low: bool = False) -> bool:
+    if isinstance(ours, str) or isinstance(theirs, str):
+        return isinstance(ours, str) and isinstance(theirs, str)
+    return ours >= theirs if never_low else ours == theirs
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda family: family.name)
@@ -299,10 +366,18 @@ def test_sidecar_counts_equal_vllms_processor(
     mismatches = [
         (size, ours, theirs)
         for size, theirs in zip(proven.sizes, proven.counts, strict=True)
-        if not agree(ours := sidecar_answer(rule, size), theirs)
+        if not agree(ours := sidecar_answer(rule, size), theirs, never_low=family.never_low)
     ]
     assert len(proven.sizes) >= RANDOM_SIZES + len(EXTREME_SIZES)
     assert not mismatches, f"{len(mismatches)} of {len(proven.sizes)}: {mismatches[:5]}"
+    if family.never_low:
+        most = [
+            (size, ours, theirs)
+            for size, theirs in zip(proven.sizes, proven.most, strict=False)
+            if not agree(ours := sidecar_answer(rule, size), theirs)
+        ]
+        assert len(proven.most) == MOST_SIZES
+        assert not most, f"{len(most)} of {MOST_SIZES}: {most[:5]}"
 
 
 @pytest.mark.parametrize(
@@ -318,6 +393,29 @@ def test_full_processing_agrees_with_the_count_on_a_sample(
     mismatches = [
         (size, ours, theirs)
         for size, theirs in zip(family.apply_sizes, proven.applied, strict=True)
-        if not agree(ours := sidecar_answer(rule, size), theirs)
+        if not agree(ours := sidecar_answer(rule, size), theirs, never_low=family.never_low)
     ]
     assert not mismatches, mismatches
+
+
+@pytest.mark.parametrize(
+    "family", [f for f in FAMILIES if f.groups], ids=lambda family: family.name
+)
+def test_images_sharing_a_budget_are_never_priced_below_vllms_count(
+    vllm_answers: dict[str, Proven], family: Family
+) -> None:
+    proven = vllm_answers[family.name]
+    rule = load_profile(
+        str(proven.directory), ProfileOverrides(mm_processor_kwargs=family.mm_processor_kwargs)
+    ).vision
+    shared = 0
+    for group, theirs in zip(family.groups, proven.together, strict=True):
+        assert isinstance(theirs, list), theirs
+        ours = [sidecar_answer(rule, size) for size in group]
+        assert all(isinstance(o, int) and o >= t for o, t in zip(ours, theirs, strict=True)), (
+            group, ours, theirs,
+        )  # fmt: skip
+        if len(group) == 1:
+            assert ours == theirs
+        shared += ours != theirs
+    assert shared, "no group made vLLM share the budget: the check proves nothing"

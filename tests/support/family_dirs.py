@@ -659,3 +659,112 @@ def write_nemotron_vl_dir(directory: Path, **processor: Any) -> Path:
     )
     (directory / "image_processing.py").write_text(_NEMOTRON_IMAGE_PROCESSOR_MODULE)
     return directory
+
+
+# -- Nemotron Nano VL v2, Nemotron-H Omni V3 ------------------------------------------------
+
+NANO_NEMOTRON_SPECIAL = (
+    "<unk>", "<|endoftext|>", "<img>", "</img>", "<image>", "<video>", "<so_start>", "<so_end>",
+    "<so_embedding>",
+)  # fmt: skip
+NANO_NEMOTRON_PROMPT = INTERNVL_PROMPT
+
+# The checkpoints' remote config class (configuration.py), cut to what vLLM's processor reads:
+# the tiling values at the top level, the RADIO tower's ``args`` (whose ``min_num_patches``
+# turns the dynamic resolution on) and a Nemotron-H text tower.
+_NANO_NEMOTRON_CONFIG_MODULE = """
+from transformers import NemotronHConfig, PretrainedConfig
+
+
+class RadioConfig(PretrainedConfig):
+    model_type = "radio"
+
+    def __init__(self, args=None, patch_size=16, image_size=512, **kwargs):
+        super().__init__(**kwargs)
+        self.args = args or {}
+        self.patch_size = patch_size
+        self.image_size = image_size
+
+
+class NemotronH_Nano_VL_V2_Config(PretrainedConfig):
+    model_type = "NemotronH_Nano_VL_V2"
+    is_composition = True
+
+    def __init__(self, vision_config=None, llm_config=None, force_image_size=512,
+                 patch_size=16, downsample_ratio=0.5, use_thumbnail=True, norm_mean=None,
+                 norm_std=None, **kwargs):
+        super().__init__(**kwargs)
+        self.vision_config = RadioConfig(**(vision_config or {}))
+        self.llm_config = NemotronHConfig(**(llm_config or {}))
+        self.force_image_size = force_image_size
+        self.patch_size = patch_size
+        self.downsample_ratio = downsample_ratio
+        self.use_thumbnail = use_thumbnail
+        self.norm_mean = norm_mean or [0.48145466, 0.4578275, 0.40821073]
+        self.norm_std = norm_std or [0.26862954, 0.26130258, 0.27577711]
+
+    def to_dict(self):
+        output = super().to_dict()
+        output["vision_config"] = self.vision_config.to_dict()
+        output["llm_config"] = self.llm_config.to_dict()
+        return output
+"""
+
+# The dynamic-resolution RADIO args of the Omni V3 checkpoints are not transcribed here (not
+# known offline): these are values of the shape vLLM's tiler takes, to prove its arithmetic.
+NANO_NEMOTRON_DYNAMIC_ARGS = {"min_num_patches": 1024, "max_num_patches": 13312}
+
+
+def write_nano_nemotron_vl_dir(
+    directory: Path,
+    *,
+    architecture: str = "NemotronH_Nano_VL_V2",
+    vision_args: Mapping[str, Any] | None = None,
+    context_tokens: int = 131072,
+    **values: Any,
+) -> Path:
+    """nvidia/NVIDIA-Nemotron-Nano-12B-v2-VL: C-RADIO at 512 px tiles of 16 px patches,
+    pixel-shuffled by 0.5 to 256 tokens, 1-12 tiles + thumbnail (its config.json); a two-layer
+    Nemotron-H tower (one Mamba2, one attention block) of ``context_tokens`` positions.
+    ``vision_args`` are the RADIO tower's args (``NANO_NEMOTRON_DYNAMIC_ARGS``: the dynamic
+    resolution); ``values`` override the top level."""
+    vocab = write_tokenizer(
+        directory,
+        NANO_NEMOTRON_SPECIAL,
+        {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>",
+         "eos_token": "<|endoftext|>"},
+    )  # fmt: skip
+    config = {
+        "architectures": [architecture],
+        "model_type": "NemotronH_Nano_VL_V2",
+        "auto_map": {"AutoConfig": "configuration_nano_nemotron.NemotronH_Nano_VL_V2_Config"},
+        "torch_dtype": "bfloat16",
+        "force_image_size": 512,
+        "patch_size": 16,
+        "downsample_ratio": 0.5,
+        "use_thumbnail": True,
+        "vision_config": {"patch_size": 16, "image_size": 512, "args": dict(vision_args or {})},
+        "llm_config": {
+            "architectures": ["NemotronHForCausalLM"],
+            "model_type": "nemotron_h",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "hybrid_override_pattern": "M*",
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 32,
+            "mamba_num_heads": 4,
+            "mamba_head_dim": 16,
+            "n_groups": 1,
+            "ssm_state_size": 16,
+            "conv_kernel": 4,
+            "vocab_size": len(vocab),
+            "max_position_embeddings": context_tokens,
+            "torch_dtype": "bfloat16",
+        },
+        **values,
+    }
+    write_json(directory, "config.json", config)
+    (directory / "configuration_nano_nemotron.py").write_text(_NANO_NEMOTRON_CONFIG_MODULE)
+    return directory

@@ -39,6 +39,8 @@ from sidecar.vision.gemma3 import Gemma3Rule
 from sidecar.vision.gemma4 import PROCESSOR_KNOBS as GEMMA4_KNOBS
 from sidecar.vision.gemma4 import Gemma4Rule
 from sidecar.vision.glm4v import Glm4vSmartResizeRule
+from sidecar.vision.h2ovl import PROCESSOR_KNOBS as H2OVL_KNOBS
+from sidecar.vision.h2ovl import H2OVLRule
 from sidecar.vision.idefics3 import SplitImageRule
 from sidecar.vision.internvl import InternVLRule
 from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
@@ -111,6 +113,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "nvlm_d": NVLMRule.from_nvlm_configs,
     "nemotron_vl": NemotronVLRule.from_nemotron_configs,
     "nano_nemotron_vl": nano_nemotron_vl.from_configs,
+    "h2ovl": H2OVLRule.from_h2ovl_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -123,12 +126,13 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "nvlm_d": INTERNVL_CHAT_KNOBS,
     "nemotron_vl": NEMOTRON_VL_KNOBS,
     "nano_nemotron_vl": nano_nemotron_vl.PROCESSOR_KNOBS,
+    "h2ovl": H2OVL_KNOBS,
     "internvl": frozenset({"min_patches", "max_patches"}),
 }
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg.
-KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl", "nvlm_d", "nano_nemotron_vl"})
+KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl", "nvlm_d", "nano_nemotron_vl", "h2ovl"})
 
 
 @dataclass(frozen=True, slots=True)

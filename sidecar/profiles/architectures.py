@@ -385,7 +385,14 @@ _TABLE: tuple[Architecture, ...] = (
         note="InternVLChatProcessor; tiles of force_image_size (else vision_config.image_size)",
         proof=BY_NEW_FAMILIES,
     ),
-    _engine("H2OVLChatModel", "h2ovl", "InternVL chat format"),
+    _rule(
+        "H2OVLChatModel",
+        "h2ovl",
+        "h2ovl",
+        note="H2OVLProcessor: InternVL chat's tiles, or MSAC's two passes (a lone image), "
+        "priced at the larger: exact for one image, never low for more",
+        proof=BY_NEW_FAMILIES,
+    ),
     _rule(
         "NVLM_D",
         "nvlm_d",

@@ -274,6 +274,35 @@ FAMILIES = (
             ((777, 333),),
         ),
     ),
+    # H2OVL: MSAC for a lone image, InternVL chat's tiles beside others.
+    Family(
+        "h2ovl", family_dirs.write_h2ovl_dir, "h2ovl", family_dirs.INTERNVL_PROMPT,
+        apply_sizes=APPLY_SIZES,
+        groups=(
+            ((640, 480), (4000, 3000)),
+            ((1, 1), (900, 3), (3024, 4032), (1000, 1000)),
+            ((640, 480),),
+            ((2000, 500),),
+        ),
+    ),
+    Family(
+        "h2ovl-no-msac", family_dirs.write_h2ovl_dir, "h2ovl", family_dirs.INTERNVL_PROMPT,
+        {"use_msac": False},
+    ),
+    Family(
+        "h2ovl-max_dynamic_patch-12-no-thumbnail", family_dirs.write_h2ovl_dir, "h2ovl",
+        family_dirs.INTERNVL_PROMPT, {"max_dynamic_patch": 12, "use_thumbnail": False},
+        groups=(((640, 480), (4000, 3000)), ((640, 480),)),
+    ),
+    Family(
+        "h2ovl-min_dynamic_patch-4", family_dirs.write_h2ovl_dir, "h2ovl",
+        family_dirs.INTERNVL_PROMPT, {"min_dynamic_patch": 4},
+        groups=(((1, 1), (640, 480)), ((1, 1),)),
+    ),
+    Family(
+        "h2ovl-do_rescale", family_dirs.write_h2ovl_dir, "h2ovl", family_dirs.INTERNVL_PROMPT,
+        {"do_rescale": True}, refused_at_start="do_rescale",
+    ),
 )  # fmt: skip
 
 

@@ -167,6 +167,22 @@ def _nano_nemotron_vl_most(processor: Any) -> Count:
     return count
 
 
+def _h2ovl(processor: Any) -> Count:
+    # H2OVLMultiModalProcessor.get_replacement_internvl for a lone image: the tiles the
+    # image processor made (MSAC's two passes where use_msac), as get_num_image_tokens counts
+    # them for one image.
+    info = processor.info
+    hf = info.get_hf_processor()
+
+    def count(width: int, height: int) -> int:
+        features = info.get_num_image_tokens(
+            image_width=width, image_height=height, processor=hf, use_msac=None
+        )
+        return len(hf.get_image_repl(features // hf.image_seq_length).full)
+
+    return count
+
+
 def _image_repl(processor: Any) -> Count:
     # Families whose info builds each image's replacement from its size (Gemma 3n).
     info = processor.info
@@ -222,6 +238,7 @@ COUNTS: dict[str, Callable[[Any], Count]] = {
     "nvlm_d": _nvlm_d,
     "nemotron_vl": _nemotron_vl,
     "nano_nemotron_vl": _nano_nemotron_vl,
+    "h2ovl": _h2ovl,
     "paddleocr_vl": _paddleocr_vl,
     "image_repl": _image_repl,
     "gemma4": _gemma4,

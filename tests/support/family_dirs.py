@@ -768,3 +768,18 @@ def write_nano_nemotron_vl_dir(
     write_json(directory, "config.json", config)
     (directory / "configuration_nano_nemotron.py").write_text(_NANO_NEMOTRON_CONFIG_MODULE)
     return directory
+
+
+# -- H2OVL-Mississippi ----------------------------------------------------------------------
+
+
+def write_h2ovl_dir(directory: Path, **values: Any) -> Path:
+    """h2oai/h2ovl-mississippi-2b: InternViT at 448 px (14 px patches, pixel-shuffled by 0.5 to
+    256 tokens), 1-6 tiles + thumbnail, multi-scale adaptive crops on (its config.json); a
+    two-layer stand-in text tower."""
+    return write_internvl_chat_dir(
+        directory,
+        architecture="H2OVLChatModel",
+        model_type="h2ovl_chat",
+        **{"max_dynamic_patch": 6, "use_msac": True, "select_layer": -1, **values},
+    )

@@ -84,7 +84,8 @@ class ProcessorKwargs:
         cannot price. Pixel bounds are not in the result: ``with_pixel_range`` applies them.
 
         ``knobs_only``: vLLM hands every kwarg to a constructor that takes ``knobs`` alone
-        (InternVL's chat format), so a count-neutral knob or a pixel bound fails there too.
+        (InternVL's chat format and its relatives: ``profiles.KNOBS_ONLY``), so a count-neutral
+        knob or a pixel bound fails there too.
         """
         tolerated = frozenset() if knobs_only else COUNT_NEUTRAL_KNOBS
         unknown = sorted(set(self.values) - knobs - tolerated)

@@ -5,7 +5,8 @@ Neither the checkpoints nor their tokenizers can be downloaded here, so each dir
 the checkpoint's public ``config.json`` and processor values (the numbers that reach the
 image arithmetic are the shipped ones; the towers are shrunk, since only the processor runs)
 and a word-level tokenizer whose vocabulary is the family's special tokens and a few words:
-the image placeholders, wrappers and context tokens are single tokens, as in the real ones.
+the image placeholders, wrappers and context tokens are single tokens, as in the real ones
+(NVLM-D's tile tags are plain text to its tokenizer: its test tokenizer splits them too).
 Shared by the renderer tier (vLLM's processor reads them) and the unit tests.
 """
 

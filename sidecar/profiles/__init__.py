@@ -31,7 +31,7 @@ from sidecar.profiles.processor_kwargs import SERVER_KWARGS, ProcessorKwargs
 from sidecar.settings import Settings
 from sidecar.video import VideoRule
 from sidecar.video.qwen import QwenVideoRule
-from sidecar.vision import PixelLimited, VisionRule
+from sidecar.vision import MODEL_DIRECTORY, PixelLimited, VisionRule, nano_nemotron_vl
 from sidecar.vision.anyres import AnyresRule
 from sidecar.vision.deepseek_ocr import PROCESSOR_KNOBS as DEEPSEEK_OCR_KNOBS
 from sidecar.vision.deepseek_ocr import DeepseekOCRRule
@@ -42,6 +42,8 @@ from sidecar.vision.gemma3 import Gemma3Rule
 from sidecar.vision.gemma4 import PROCESSOR_KNOBS as GEMMA4_KNOBS
 from sidecar.vision.gemma4 import Gemma4Rule
 from sidecar.vision.glm4v import Glm4vSmartResizeRule
+from sidecar.vision.h2ovl import PROCESSOR_KNOBS as H2OVL_KNOBS
+from sidecar.vision.h2ovl import H2OVLRule
 from sidecar.vision.idefics3 import SplitImageRule
 from sidecar.vision.internvl import InternVLRule
 from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
@@ -49,6 +51,9 @@ from sidecar.vision.internvl_chat import InternVLChatRule
 from sidecar.vision.llama4 import Llama4Rule
 from sidecar.vision.minicpmv4_6 import PROCESSOR_KNOBS as MINICPMV4_6_KNOBS
 from sidecar.vision.minicpmv4_6 import MiniCPMV4_6Rule
+from sidecar.vision.nemotron_vl import PROCESSOR_KNOBS as NEMOTRON_VL_KNOBS
+from sidecar.vision.nemotron_vl import NemotronVLRule
+from sidecar.vision.nvlm_d import NVLMRule
 from sidecar.vision.ovis2_5 import Ovis2_5Rule
 from sidecar.vision.paddleocr_vl import PaddleOCRVLRule
 from sidecar.vision.pixtral import PixtralRule
@@ -115,6 +120,10 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "deepseek_vl2": DeepseekVL2Rule.from_configs,
     "minicpmv4_6": MiniCPMV4_6Rule.from_configs,
     "minicpmv4_7": MiniCPMV4_6Rule.from_minicpmv4_7_configs,
+    "nvlm_d": NVLMRule.from_nvlm_configs,
+    "nemotron_vl": NemotronVLRule.from_nemotron_configs,
+    "nano_nemotron_vl": nano_nemotron_vl.from_configs,
+    "h2ovl": H2OVLRule.from_h2ovl_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -124,6 +133,10 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "gemma4": GEMMA4_KNOBS,
     "internvl_chat": INTERNVL_CHAT_KNOBS,
     "eagle2_5_vl": INTERNVL_CHAT_KNOBS,
+    "nvlm_d": INTERNVL_CHAT_KNOBS,
+    "nemotron_vl": NEMOTRON_VL_KNOBS,
+    "nano_nemotron_vl": nano_nemotron_vl.PROCESSOR_KNOBS,
+    "h2ovl": H2OVL_KNOBS,
     "internvl": frozenset({"min_patches", "max_patches"}),
     "deepseek_ocr": DEEPSEEK_OCR_KNOBS,
     "deepseek_ocr2": DEEPSEEK_OCR_KNOBS,
@@ -133,7 +146,7 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg.
-KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl"})
+KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl", "nvlm_d", "nano_nemotron_vl", "h2ovl"})
 # Families whose vLLM processor reads a knob under images_kwargs before the top level's.
 SCOPED_FIRST = frozenset({"minicpmv4_6", "minicpmv4_7"})
 
@@ -408,7 +421,7 @@ def _profile_from_directory(
     profile = profile_from_configs(
         str(directory),
         config,
-        preprocessor,
+        {**preprocessor, MODEL_DIRECTORY: str(directory)},
         source=str(directory),
         video_preprocessor=_video_preprocessor(directory, preprocessor),
         processor_kwargs=kwargs,

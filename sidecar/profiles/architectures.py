@@ -385,8 +385,22 @@ _TABLE: tuple[Architecture, ...] = (
         note="InternVLChatProcessor; tiles of force_image_size (else vision_config.image_size)",
         proof=BY_NEW_FAMILIES,
     ),
-    _engine("H2OVLChatModel", "h2ovl", "InternVL chat format"),
-    _engine("NVLM_D", "nvlm_d", "InternVL chat format"),
+    _rule(
+        "H2OVLChatModel",
+        "h2ovl",
+        "h2ovl",
+        note="H2OVLProcessor: InternVL chat's tiles, or MSAC's two passes (a lone image), "
+        "priced at the larger: exact for one image, never low for more",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "NVLM_D",
+        "nvlm_d",
+        "nvlm_d",
+        note="NVLMProcessor: InternVLChatProcessor's tiles (1-6 + thumbnail), each tagged "
+        "<tile_k>, the tags counted by the checkpoint's tokenizer.json",
+        proof=BY_NEW_FAMILIES,
+    ),
     _rule(
         "SkyworkR1VChatModel",
         "skyworkr1v",
@@ -394,8 +408,47 @@ _TABLE: tuple[Architecture, ...] = (
         note="SkyworkR1VProcessingInfo: InternVLChatProcessor, as InternVLChatModel",
         proof=BY_NEW_FAMILIES,
     ),
-    _engine("Llama_Nemotron_Nano_VL", "nemotron_vl", "InternVL chat format"),
+    _rule(
+        "Llama_Nemotron_Nano_VL",
+        "nemotron_vl",
+        "nemotron_vl",
+        note="LlamaNemotronNanoVLProcessor: InternVL chat's <img><image>...</img> over its own "
+        "size-weighted grid choice (1 to max_num_tiles + thumbnail), values from "
+        "preprocessor_config.json",
+        proof=BY_NEW_FAMILIES,
+    ),
     _engine("QianfanOCRForConditionalGeneration", "qianfan_ocr", "InternVL chat format"),
+    # --- Nemotron Nano VL v2, Nemotron-H Omni V3 -------------------------------------------------
+    _rule(
+        "NemotronH_Nano_VL_V2",
+        "nano_nemotron_vl",
+        "nano_nemotron_vl",
+        note="NanoNemotronVLProcessor: InternVL's tiler (1 to max_num_tiles + thumbnail), "
+        "exact; or its dynamic resolution, priced at the most any budget a request can hand "
+        "the image gives (never low)",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "NemotronH_Nano_Omni_Reasoning_V3",
+        "nano_nemotron_vl",
+        "nano_nemotron_vl",
+        note="registered with NemotronH_Nano_VL_V2's class and processor",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "NemotronH_Super_Omni_Reasoning_V3",
+        "nano_nemotron_vl",
+        "nano_nemotron_vl",
+        note="registered with NemotronH_Nano_VL_V2's class and processor",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "NemotronH_Omni_Reasoning_V3",
+        "nano_nemotron_vl",
+        "nano_nemotron_vl",
+        note="registered with NemotronH_Nano_VL_V2's class and processor",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- Ovis 2.5 / 2.6 --------------------------------------------------------------------------
     _rule(
         "Ovis2_5",
@@ -529,10 +582,6 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("Molmo2ForConditionalGeneration", "molmo2"),
     _engine("Moondream3ForCausalLM", "moondream3"),
     _engine("HfMoondream", "moondream3"),
-    _engine("NemotronH_Nano_VL_V2", "nano_nemotron_vl"),
-    _engine("NemotronH_Nano_Omni_Reasoning_V3", "nano_nemotron_vl"),
-    _engine("NemotronH_Super_Omni_Reasoning_V3", "nano_nemotron_vl"),
-    _engine("NemotronH_Omni_Reasoning_V3", "nano_nemotron_vl"),
     _engine("MuseGlimmerForConditionalGeneration", "muse_glimmer"),
     _engine("MuseSparkForConditionalGeneration", "vllm.models.muse_spark"),
     _engine("OpenVLAForActionPrediction", "openvla"),

@@ -92,7 +92,8 @@ class ProcessorKwargs:
         cannot price. Pixel bounds are not in the result: ``with_pixel_range`` applies them.
 
         ``knobs_only``: vLLM hands every kwarg to a constructor that takes ``knobs`` alone
-        (InternVL's chat format), so a count-neutral knob or a pixel bound fails there too.
+        (InternVL's chat format and its relatives: ``profiles.KNOBS_ONLY``), so a count-neutral
+        knob or a pixel bound fails there too.
         ``scoped_first``: where both name a knob, vLLM's processor reads ``images_kwargs``'.
         """
         tolerated = frozenset() if knobs_only else COUNT_NEUTRAL_KNOBS

@@ -31,6 +31,10 @@ from sidecar.settings import VLLM_MAX_IMAGE_PIXELS
 # over (``sidecar.profiles.processor_kwargs``): vLLM's Gemma 4 count reads max_soft_tokens from
 # the kwargs or config.json, never from the image processor's file.
 SERVER_KWARGS = "mm_processor_kwargs"
+# The key under which a rule's ``preprocessor`` values hold the model directory's path, when the
+# profile is read from one: for rules whose count depends on the checkpoint's own tokenizer
+# (NVLM-D's tile tags). Absent for a built-in profile.
+MODEL_DIRECTORY = "model_directory"
 
 
 @dataclass(frozen=True, slots=True)

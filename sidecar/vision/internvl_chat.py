@@ -20,9 +20,10 @@ else ``config.json``; vLLM passes every server kwarg to that constructor, so any
 (a pixel bound, ``do_rescale``) makes vLLM fail: the sidecar refuses it at start-up.
 
 Built on the same processor, with the same count: Eagle 2.5 (the tile side is
-``force_image_size`` when set) and Skywork-R1V. NVLM-D (per-tile ``<tile_k>`` tags), H2OVL
-(multi-scale crops that depend on the number of images) and Llama-Nemotron-Nano-VL (its own
-image processor) differ and are not priced by this rule.
+``force_image_size`` when set) and Skywork-R1V. The relatives that change one piece subclass
+this rule and override that piece: NVLM-D the replacement's length per tile count
+(``nvlm_d``: ``tokens_for_tiles``), Llama-Nemotron-Nano-VL the grid choice (``nemotron_vl``:
+``grid``).
 """
 
 from __future__ import annotations
@@ -126,26 +127,40 @@ class InternVLChatRule(TiledDownscale):
             tokens_per_tile,
         )
 
+    def grid(self, width_px: int, height_px: int) -> Grid:
+        """``find_closest_aspect_ratio`` over the knobs' grids: the tiles the image is cut into."""
+        ratios = target_ratios(self.min_dynamic_patch, self.max_dynamic_patch)
+        return closest_grid(width_px, height_px, ratios, self.image_size_px)
+
+    def with_thumbnail(self, blocks: int) -> int:
+        """A grid's tiles plus the thumbnail, added when there is more than one tile."""
+        return blocks + 1 if self.use_thumbnail and blocks != 1 else blocks
+
     def tiles(self, width_px: int, height_px: int) -> int:
         """``calculate_internvl_targets``: the grid's tiles, plus the thumbnail."""
-        ratios = target_ratios(self.min_dynamic_patch, self.max_dynamic_patch)
-        columns, rows = closest_grid(width_px, height_px, ratios, self.image_size_px)
-        blocks = columns * rows
-        return blocks + 1 if self.use_thumbnail and blocks != 1 else blocks
+        columns, rows = self.grid(width_px, height_px)
+        return self.with_thumbnail(columns * rows)
+
+    def tile_counts(self) -> frozenset[int]:
+        """Every tile count an image can get, thumbnail included."""
+        return frozenset(
+            self.with_thumbnail(c * r)
+            for c, r in target_ratios(self.min_dynamic_patch, self.max_dynamic_patch)
+        )
+
+    def tokens_for_tiles(self, tiles: int) -> int:
+        """The replacement's length for an image of ``tiles`` tiles."""
+        return BOUNDARY_TOKENS + self.tokens_per_tile * tiles
 
     def image_tokens(self, width_px: int, height_px: int) -> ImageTokens:
         return ImageTokens(
-            tokens=BOUNDARY_TOKENS + self.tokens_per_tile * self.tiles(width_px, height_px),
+            tokens=self.tokens_for_tiles(self.tiles(width_px, height_px)),
             wrapper_tokens=self.wrapper_tokens,
         )
 
     def max_image_tokens(self) -> ImageTokens:
-        most = max(
-            (c * r + 1 if self.use_thumbnail and c * r != 1 else c * r)
-            for c, r in target_ratios(self.min_dynamic_patch, self.max_dynamic_patch)
-        )
         return ImageTokens(
-            tokens=BOUNDARY_TOKENS + self.tokens_per_tile * most,
+            tokens=max(self.tokens_for_tiles(n) for n in self.tile_counts()),
             wrapper_tokens=self.wrapper_tokens,
         )
 

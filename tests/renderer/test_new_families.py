@@ -33,6 +33,7 @@ Size = tuple[int, int]
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "vllm_processors.py"
 RANDOM_SIZES = 1000
+MOST_SIZES = 40  # each tries every budget vLLM can hand the image: thousands of calls
 WORKER_TIMEOUT_SECONDS = 600
 # The full path processes a blank image of each size (resizing and tiling it: the slow part):
 # small and odd sizes for each family, three for each variant of its knobs.
@@ -77,6 +78,13 @@ class Family:
     # start, with a message matching this
     image_index: int = 0  # the image's place in the request, where the count depends on it:
     # the full path then processes a prompt of image_index + 1 images and reads the last
+    # Sizes of images sent together, for families whose images share a budget: the sidecar
+    # prices each as if alone, which must never be below vLLM's count for it.
+    groups: tuple[tuple[Size, ...], ...] = ()
+    # The sidecar prices the most any request can give an image (vLLM's count depends on the
+    # rest of the request): at least vLLM's count for the image alone, and equal to vLLM's own
+    # most on the first MOST_SIZES sizes.
+    never_low: bool = False
 
     def sizes(self, seed: int) -> list[Size]:
         return [*EXTREME_SIZES, *random_sizes(seed, RANDOM_SIZES)]
@@ -301,6 +309,137 @@ FAMILIES = (
         "minicpmv4.7-max_slice_nums-4", family_dirs.write_minicpmv4_7_dir, "minicpmv4_6",
         family_dirs.MINICPMV4_6_PROMPT, {"max_slice_nums": 4},
     ),
+    # NVLM-D: InternVL chat's knobs; the tile tags counted by the checkpoint's tokenizer.
+    Family(
+        "nvlm-d", family_dirs.write_nvlm_d_dir, "nvlm_d", family_dirs.NVLM_PROMPT,
+        apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "nvlm-d-max_dynamic_patch-12", family_dirs.write_nvlm_d_dir, "nvlm_d",
+        family_dirs.NVLM_PROMPT, {"max_dynamic_patch": 12},
+    ),
+    Family(
+        "nvlm-d-no-thumbnail", family_dirs.write_nvlm_d_dir, "nvlm_d", family_dirs.NVLM_PROMPT,
+        {"use_thumbnail": False},
+    ),
+    Family(
+        "nvlm-d-do_rescale", family_dirs.write_nvlm_d_dir, "nvlm_d", family_dirs.NVLM_PROMPT,
+        {"do_rescale": True}, refused_at_start="do_rescale",
+    ),
+    # Llama-Nemotron-Nano-VL: the remote image processor's three values, kwargs over them.
+    Family(
+        "nemotron-vl", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
+        family_dirs.NEMOTRON_VL_PROMPT, apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "nemotron-vl-max_num_tiles-6", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
+        family_dirs.NEMOTRON_VL_PROMPT, {"max_num_tiles": 6},
+    ),
+    Family(
+        "nemotron-vl-no-thumbnail-448", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
+        family_dirs.NEMOTRON_VL_PROMPT, {"use_thumbnail": False, "image_size": 448},
+    ),
+    Family(
+        "nemotron-vl-preprocessor-max_num_tiles-4",
+        lambda directory: family_dirs.write_nemotron_vl_dir(directory, max_num_tiles=4),
+        "nemotron_vl", family_dirs.NEMOTRON_VL_PROMPT,
+    ),
+    # The tiling call's kwargs reach the tiles vLLM's placeholder is built from.
+    Family(
+        "nemotron-vl-max_dynamic_patch-6", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
+        family_dirs.NEMOTRON_VL_PROMPT, {"max_dynamic_patch": 6},
+    ),
+    Family(
+        "nemotron-vl-min_dynamic_patch-4", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
+        family_dirs.NEMOTRON_VL_PROMPT, {"min_dynamic_patch": 4},
+    ),
+    Family(
+        "nemotron-vl-no-dynamic_image_size", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
+        family_dirs.NEMOTRON_VL_PROMPT, {"dynamic_image_size": False},
+    ),
+    Family(
+        "nemotron-vl-do_rescale", family_dirs.write_nemotron_vl_dir, "nemotron_vl",
+        family_dirs.NEMOTRON_VL_PROMPT, {"do_rescale": True},
+    ),
+    # Nemotron Nano VL v2: InternVL's tiles, or (Omni V3) the dynamic resolution at the
+    # worker's max_model_len of 32,768 (the tower's own positions here, as the sidecar prices).
+    Family(
+        "nano-nemotron-vl-v2", family_dirs.write_nano_nemotron_vl_dir, "nano_nemotron_vl",
+        family_dirs.NANO_NEMOTRON_PROMPT, apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "nano-nemotron-vl-v2-max_num_tiles-4", family_dirs.write_nano_nemotron_vl_dir,
+        "nano_nemotron_vl", family_dirs.NANO_NEMOTRON_PROMPT, {"max_num_tiles": 4},
+    ),
+    Family(
+        "nano-nemotron-vl-v2-do_rescale", family_dirs.write_nano_nemotron_vl_dir,
+        "nano_nemotron_vl", family_dirs.NANO_NEMOTRON_PROMPT, {"do_rescale": True},
+        refused_at_start="do_rescale",
+    ),
+    Family(
+        "nemotron-omni-v3-dynamic",
+        lambda directory: family_dirs.write_nano_nemotron_vl_dir(
+            directory, architecture="NemotronH_Nano_Omni_Reasoning_V3",
+            vision_args=family_dirs.NANO_NEMOTRON_DYNAMIC_ARGS, context_tokens=32768,
+        ),
+        "nano_nemotron_vl", family_dirs.NANO_NEMOTRON_PROMPT, apply_sizes=APPLY_SIZES,
+        never_low=True,
+    ),
+    Family(
+        "nemotron-omni-v3-dynamic-unbounded",
+        lambda directory: family_dirs.write_nano_nemotron_vl_dir(
+            directory, architecture="NemotronH_Omni_Reasoning_V3",
+            vision_args={"min_num_patches": 4, "max_num_patches": 0}, context_tokens=4096,
+        ),
+        "nano_nemotron_vl", family_dirs.NANO_NEMOTRON_PROMPT, max_model_len=4096,
+        never_low=True,
+    ),
+    # Four images at a max_model_len of 8,192: a budget of 32,752 patches, under four shares
+    # of 13,312, so vLLM shrinks them together; each alone keeps its share.
+    Family(
+        "nemotron-omni-v3-dynamic-shared",
+        lambda directory: family_dirs.write_nano_nemotron_vl_dir(
+            directory, architecture="NemotronH_Nano_Omni_Reasoning_V3",
+            vision_args=family_dirs.NANO_NEMOTRON_DYNAMIC_ARGS, context_tokens=32768,
+        ),
+        "nano_nemotron_vl", family_dirs.NANO_NEMOTRON_PROMPT, apply_sizes=((640, 480),),
+        max_model_len=8192, never_low=True,
+        groups=(
+            ((4000, 3000), (4000, 3000), (3000, 4000), (2048, 2048)),
+            ((640, 480), (4000, 3000), (1, 1)),
+            ((4000, 3000),),
+            ((777, 333),),
+        ),
+    ),
+    # H2OVL: MSAC for a lone image, InternVL chat's tiles beside others.
+    Family(
+        "h2ovl", family_dirs.write_h2ovl_dir, "h2ovl", family_dirs.INTERNVL_PROMPT,
+        apply_sizes=APPLY_SIZES,
+        groups=(
+            ((640, 480), (4000, 3000)),
+            ((1, 1), (900, 3), (3024, 4032), (1000, 1000)),
+            ((640, 480),),
+            ((2000, 500),),
+        ),
+    ),
+    Family(
+        "h2ovl-no-msac", family_dirs.write_h2ovl_dir, "h2ovl", family_dirs.INTERNVL_PROMPT,
+        {"use_msac": False},
+    ),
+    Family(
+        "h2ovl-max_dynamic_patch-12-no-thumbnail", family_dirs.write_h2ovl_dir, "h2ovl",
+        family_dirs.INTERNVL_PROMPT, {"max_dynamic_patch": 12, "use_thumbnail": False},
+        groups=(((640, 480), (4000, 3000)), ((640, 480),)),
+    ),
+    Family(
+        "h2ovl-min_dynamic_patch-4", family_dirs.write_h2ovl_dir, "h2ovl",
+        family_dirs.INTERNVL_PROMPT, {"min_dynamic_patch": 4},
+        groups=(((1, 1), (640, 480)), ((1, 1),)),
+    ),
+    Family(
+        "h2ovl-do_rescale", family_dirs.write_h2ovl_dir, "h2ovl", family_dirs.INTERNVL_PROMPT,
+        {"do_rescale": True}, refused_at_start="do_rescale",
+    ),
 )  # fmt: skip
 
 
@@ -311,6 +450,8 @@ class Proven:
     sizes: list[Size]
     counts: list[Answer]
     applied: list[Answer]
+    together: list[list[int] | str]
+    most: list[Answer]
     error: str | None
 
 
@@ -334,7 +475,8 @@ def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Proven]:
             "sizes": sizes, "apply": family.apply_sizes,
             "trust_remote_code": family.trust_remote_code,
             "max_model_len": family.max_model_len,
-            "images": max(family.images, family.image_index + 1),
+            "images": max(family.images, family.image_index + 1), "groups": family.groups,
+            "most_sizes": sizes[:MOST_SIZES] if family.never_low else [],
         })  # fmt: skip
     spec_path, answers_path = root / "spec.json", root / "answers.json"
     spec_path.write_text(json.dumps({"families": specs}))
@@ -354,6 +496,8 @@ def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Proven]:
             *built[family.name],
             answers[family.name].get("counts", []),
             answers[family.name].get("apply", []),
+            answers[family.name].get("together", []),
+            answers[family.name].get("most", []),
             answers[family.name].get("error"),
         )
         for family in FAMILIES
@@ -367,10 +511,10 @@ def sidecar_answer(rule: Any, size: Size, image_index: int = 0) -> Answer:
         return f"error: {exc}"
 
 
-def agree(ours: Answer, theirs: Answer, *, priced_above: bool = False) -> bool:
-    if isinstance(ours, int) and isinstance(theirs, int) and priced_above:
-        return ours >= theirs
-    return (isinstance(ours, str) and isinstance(theirs, str)) or ours == theirs
+def agree(ours: Answer, theirs: Answer, *, never_low: bool = False) -> bool:
+    if isinstance(ours, str) or isinstance(theirs, str):
+        return isinstance(ours, str) and isinstance(theirs, str)
+    return ours >= theirs if never_low else ours == theirs
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda family: family.name)
@@ -392,11 +536,19 @@ def test_sidecar_counts_equal_vllms_processor(
         if not agree(
             ours := sidecar_answer(rule, size, family.image_index),
             theirs,
-            priced_above=family.priced_above,
+            never_low=family.never_low or family.priced_above,
         )
     ]
     assert len(proven.sizes) >= RANDOM_SIZES + len(EXTREME_SIZES)
     assert not mismatches, f"{len(mismatches)} of {len(proven.sizes)}: {mismatches[:5]}"
+    if family.never_low:
+        most = [
+            (size, ours, theirs)
+            for size, theirs in zip(proven.sizes, proven.most, strict=False)
+            if not agree(ours := sidecar_answer(rule, size), theirs)
+        ]
+        assert len(proven.most) == MOST_SIZES
+        assert not most, f"{len(most)} of {MOST_SIZES}: {most[:5]}"
 
 
 @pytest.mark.parametrize(
@@ -415,7 +567,30 @@ def test_full_processing_agrees_with_the_count_on_a_sample(
         if not agree(
             ours := sidecar_answer(rule, size, family.image_index),
             theirs,
-            priced_above=family.priced_above,
+            never_low=family.never_low or family.priced_above,
         )
     ]
     assert not mismatches, mismatches
+
+
+@pytest.mark.parametrize(
+    "family", [f for f in FAMILIES if f.groups], ids=lambda family: family.name
+)
+def test_images_sharing_a_budget_are_never_priced_below_vllms_count(
+    vllm_answers: dict[str, Proven], family: Family
+) -> None:
+    proven = vllm_answers[family.name]
+    rule = load_profile(
+        str(proven.directory), ProfileOverrides(mm_processor_kwargs=family.mm_processor_kwargs)
+    ).vision
+    shared = 0
+    for group, theirs in zip(family.groups, proven.together, strict=True):
+        assert isinstance(theirs, list), theirs
+        ours = [sidecar_answer(rule, size) for size in group]
+        assert all(isinstance(o, int) and o >= t for o, t in zip(ours, theirs, strict=True)), (
+            group, ours, theirs,
+        )  # fmt: skip
+        if len(group) == 1:
+            assert ours == theirs
+        shared += ours != theirs
+    assert shared, "no group made vLLM share the budget: the check proves nothing"

@@ -7,8 +7,8 @@ family, and read the answers back::
     .tools/vllm-render/bin/python tests/renderer/vllm_processors.py SPEC.json ANSWERS.json
 
 SPEC holds ``{"families": [{"name", "directory", "mm_processor_kwargs", "count", "prompt",
-"sizes", "apply", "apply_images"}]}``. For each family this builds vLLM's processor from the
-model directory as ``vllm serve`` would (``ModelConfig`` +
+"sizes", "apply", "images", "groups", "most_sizes", "max_model_len"}]}``. For each family
+this builds vLLM's processor from the model directory as ``vllm serve`` would (``ModelConfig`` +
 ``MULTIMODAL_REGISTRY.create_processor``), then:
 
 * ``sizes``: the placeholder length vLLM's own counting code gives each (width, height)
@@ -16,11 +16,15 @@ model directory as ``vllm serve`` would (``ModelConfig`` +
   calls it, with the HF processor built once), thousands a second;
 * ``apply``: the full ``processor(prompt, image)`` path (HF image processing, prompt
   updates, placeholder validation) on a blank image of each size: the placeholder's length
-  (with ``apply_images`` > 1, the last of that many images in one prompt).
+  (with ``images`` > 1, the last of that many images in one prompt);
+* ``groups``: the same path on several images in one prompt, for the families whose images
+  share a budget: each image's placeholder length;
+* ``most_sizes``: for those families, the most any request can give an image of each size
+  (``MOSTS[count]``, vLLM's own function over every budget it can hand the image).
 
 An answer is the length, or ``"error: ..."`` where vLLM raises. A family whose processor
 cannot be built answers ``{"error": ...}``. ANSWERS maps each name to
-``{"counts": [...], "apply": [...], "seconds": float}``.
+``{"counts": [...], "apply": [...], "together": [[...], ...], "most": [...], "seconds": float}``.
 """
 
 from __future__ import annotations
@@ -63,6 +67,119 @@ def _internvl_style(processor: Any) -> Count:
     def count(width: int, height: int) -> int:
         features = info.get_num_image_tokens(image_width=width, image_height=height, processor=hf)
         return len(hf.get_image_repl(None, num_features=features).full)
+
+    return count
+
+
+def _nvlm_d(processor: Any) -> Count:
+    # NVLMMultiModalProcessor._get_prompt_repl_image.get_replacement_nvlm: the tile count the
+    # image processor makes (its num_patches, what get_num_image_tokens counts in tiles), the
+    # tagged replacement encoded, then the encoded newline.
+    from vllm.multimodal.processing import cached_encode
+
+    info = processor.info
+    hf = info.get_hf_processor()
+    newline = len(cached_encode(info.get_tokenizer(), "\n", add_special_tokens=False))
+
+    def count(width: int, height: int) -> int:
+        features = info.get_num_image_tokens(image_width=width, image_height=height, processor=hf)
+        tiles = features // hf.image_seq_length
+        return len(hf.get_image_repl(tiles, num_features=features).full) + newline
+
+    return count
+
+
+def _nemotron_vl(processor: Any) -> Count:
+    # BaseInternVLMultiModalProcessor.get_replacement_internvl builds the placeholder from the
+    # tiles the image processor made (image_num_patches), and the server's tiling kwargs reach
+    # that call (LlamaNemotronNanoVLImageProcessor._images_to_pixel_values_lst); its
+    # get_num_image_tokens ignores them. Here the same functions, on the size alone.
+    from vllm.transformers_utils.processors import nemotron_vl
+
+    info = processor.info
+    hf = info.get_hf_processor()
+    kwargs = info.ctx.get_merged_mm_kwargs({})
+    image_processor = hf.image_processor
+    min_num, max_num = image_processor.resolve_min_max_num(
+        min_dynamic_patch=kwargs.get("min_dynamic_patch"),
+        max_dynamic_patch=kwargs.get("max_dynamic_patch"),
+        dynamic_image_size=kwargs.get("dynamic_image_size"),
+        use_thumbnail=False,
+    )
+    ratios = nemotron_vl.get_nemotron_vl_target_ratios(min_num, max_num)
+
+    def count(width: int, height: int) -> int:
+        tiles, _, _ = nemotron_vl.calculate_nemotron_vl_targets(
+            orig_width=width, orig_height=height, target_ratios=ratios,
+            image_size=image_processor.image_size, use_thumbnail=image_processor.use_thumbnail,
+        )  # fmt: skip
+        return len(hf.get_image_repl(tiles).full)
+
+    return count
+
+
+def _nano_nemotron_vl(processor: Any) -> Count:
+    # NanoNemotronVLMultiModalProcessor.get_image_replacement: InternVL's tiles counted by
+    # get_num_image_tokens, or the dynamic tiler's num_embeddings for the image, which the HF
+    # processor computes from the dummy text's length (bare <image> tokens: no text) and
+    # max_model_len. Here the same functions, on the size alone (the tiler reads no pixels).
+    hf = processor.info.get_hf_processor()
+    tiler = hf.dynamic_tiler
+    text_tokens = len(hf.tokenizer("", add_special_tokens=False).input_ids)
+
+    def count(width: int, height: int) -> int:
+        if tiler is None:
+            features = hf.get_num_image_tokens(
+                image_width=width, image_height=height, max_num_tiles=hf.max_num_tiles
+            )
+        else:
+            media = Image.Image()
+            media._size = (width, height)
+            budget = tiler.max_num_tokens_available(text_tokens)
+            features = tiler.compute_params([media], budget)[0].num_embeddings
+        return len(hf.get_image_repl(features, None).full)
+
+    return count
+
+
+def _nano_nemotron_vl_most(processor: Any) -> Count:
+    # The dynamic tiler's most embeddings for the image over every budget compute_params can
+    # hand it (min_num_patches up to its first share), alone or beside other images: the
+    # never-low price. process_media itself, budget by budget.
+    hf = processor.info.get_hf_processor()
+    tiler = hf.dynamic_tiler
+    text_tokens = len(hf.tokenizer("", add_special_tokens=False).input_ids)
+    available = tiler.max_num_tokens_available(text_tokens) * 4
+    available = max(available, tiler._min_num_patches)
+    share = int(max(min(available, tiler._max_num_patches), tiler._min_num_patches))
+
+    def count(width: int, height: int) -> int:
+        media = Image.Image()
+        media._size = (width, height)
+        most = 0
+        for budget in range(tiler._min_num_patches, share + 1):
+            try:
+                params, _ = tiler.process_media(media, budget)
+            except ZeroDivisionError:  # that budget fails in vLLM: no count
+                continue
+            most = max(most, params.num_embeddings)
+        return len(hf.get_image_repl(most, None).full)
+
+    return count
+
+
+def _h2ovl(processor: Any) -> Count:
+    # H2OVLMultiModalProcessor.get_replacement_internvl for a lone image: the tiles the
+    # image processor made (MSAC's two passes where use_msac), as get_num_image_tokens counts
+    # them for one image.
+    info = processor.info
+    hf = info.get_hf_processor()
+
+    def count(width: int, height: int) -> int:
+        features = info.get_num_image_tokens(
+            image_width=width, image_height=height, processor=hf, use_msac=None
+        )
+        return len(hf.get_image_repl(features // hf.image_seq_length).full)
 
     return count
 
@@ -225,11 +342,19 @@ COUNTS: dict[str, Callable[[Any], Count]] = {
     "minicpmv4_6": _minicpmv4_6,
     "minicpmv4_6-image-12": lambda processor: _minicpmv4_6(processor, image_index=12),
     "ovis2_5": _ovis2_5,
+    "nvlm_d": _nvlm_d,
+    "nemotron_vl": _nemotron_vl,
+    "nano_nemotron_vl": _nano_nemotron_vl,
+    "h2ovl": _h2ovl,
     "paddleocr_vl": _paddleocr_vl,
     "image_repl": _image_repl,
     "gemma4": _gemma4,
     "internvl_style": _internvl_style,
 }
+
+
+# Where vLLM's count depends on the rest of the request: the most any request can give an image.
+MOSTS: dict[str, Callable[[Any], Count]] = {"nano_nemotron_vl": _nano_nemotron_vl_most}
 
 
 def _answer(call: Callable[[], int]) -> int | str:
@@ -254,6 +379,17 @@ def _applied(
         if embeddings != length:
             raise ValueError(f"the model's {embeddings} embeddings for {length} placeholders")
     return length
+
+
+def _applied_together(processor: Any, prompt: str, sizes: list[list[int]]) -> list[int] | str:
+    # Several images in one prompt, processed in one call: each one's placeholder length.
+    images = [Image.new("RGB", (width, height)) for width, height in sizes]
+    items = processor.info.parse_mm_data({"image": images})
+    try:
+        placeholders = processor(" ".join([prompt] * len(images)), items)["mm_placeholders"]
+    except Exception as exc:  # vLLM's refusal is the answer
+        return f"error: {type(exc).__name__}: {exc}"[:300]
+    return [int(placeholder.length) for placeholder in placeholders["image"]]
 
 
 def run_family(family: dict[str, Any]) -> dict[str, Any]:
@@ -291,9 +427,19 @@ def run_family(family: dict[str, Any]) -> dict[str, Any]:
         )
         for w, h in family["apply"]
     ]
+    most = (
+        [_answer(lambda w=w, h=h: most_count(w, h)) for w, h in family["most_sizes"]]
+        if family.get("most_sizes") and (most_count := MOSTS[family["count"]](processor))
+        else []
+    )
+    together = [
+        _applied_together(processor, family["prompt"], group) for group in family.get("groups", [])
+    ]
     return {
         "counts": counts,
         "apply": applied,
+        "together": together,
+        "most": most,
         "seconds": time.perf_counter() - started,
         "apply_seconds": time.perf_counter() - counted,
     }

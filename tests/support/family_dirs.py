@@ -5,7 +5,8 @@ Neither the checkpoints nor their tokenizers can be downloaded here, so each dir
 the checkpoint's public ``config.json`` and processor values (the numbers that reach the
 image arithmetic are the shipped ones; the towers are shrunk, since only the processor runs)
 and a word-level tokenizer whose vocabulary is the family's special tokens and a few words:
-the image placeholders, wrappers and context tokens are single tokens, as in the real ones.
+the image placeholders, wrappers and context tokens are single tokens, as in the real ones
+(NVLM-D's tile tags are plain text to its tokenizer: its test tokenizer splits them too).
 Shared by the renderer tier (vLLM's processor reads them) and the unit tests.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -432,12 +433,23 @@ def write_internvl_chat_dir(
     model_type: str = "internvl_chat",
     vision_model_type: str = "intern_vit_6b",
     vision: Mapping[str, Any] | None = None,
+    tokenizer: Callable[[Path], dict[str, int]] | None = None,
     **values: Any,
 ) -> Path:
-    vocab = write_tokenizer(
-        directory,
-        INTERNVL_SPECIAL,
-        {"tokenizer_class": "Qwen2Tokenizer", "unk_token": "<unk>", "eos_token": "<|endoftext|>"},
+    """``tokenizer`` writes the checkpoint's tokenizer and returns its vocabulary (default:
+    InternVL's special tokens)."""
+    vocab = (
+        tokenizer(directory)
+        if tokenizer is not None
+        else write_tokenizer(
+            directory,
+            INTERNVL_SPECIAL,
+            {
+                "tokenizer_class": "Qwen2Tokenizer",
+                "unk_token": "<unk>",
+                "eos_token": "<|endoftext|>",
+            },
+        )
     )
     config = internvl_chat_config(
         vocab, architecture=architecture, model_type=model_type, vision=vision, **values
@@ -819,4 +831,230 @@ def write_minicpmv4_7_dir(directory: Path, **image_processor: Any) -> Path:
         architecture="MiniCPMV4_7ForConditionalGeneration",
         model_type="minicpmv4_7",
         **image_processor,
+    )
+
+
+# -- NVLM-D ---------------------------------------------------------------------------------
+
+NVLM_SPECIAL = ("<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_pad|>", "<image>")
+NVLM_PROMPT = "hello <image>\ndescribe"  # vLLM's NVLM target is "<image>\n"
+# The pieces the tile tags split into: NVLM-D's <Image>, </Image>, <tile_k> and
+# <tile_global_thumbnail> are plain text to its Qwen2 tokenizer (vLLM's nvlm_d.py: "<Image><tile"
+# encodes as several tokens), so here too; what the count takes from the tokenizer is proven.
+NVLM_PIECES = ("<", ">", "/", "_", "Image", "tile", "global", "thumbnail", *"0123456789")
+
+
+def write_nvlm_tokenizer(directory: Path) -> dict[str, int]:
+    """A tokenizer that splits punctuation and digits, so each tag costs several tokens
+    (``<tile_12>``: 6), and "\\n" is one token, as in Qwen2's."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tokens = [*NVLM_SPECIAL, *NVLM_PIECES, *WORDS]
+    vocab = {token: index for index, token in enumerate(tokens)}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))  # noqa: S106 - a token
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.WhitespaceSplit(),
+            pre_tokenizers.Punctuation(),
+            pre_tokenizers.Digits(individual_digits=True),
+        ]
+    )
+    tokenizer.add_special_tokens(list(NVLM_SPECIAL))
+    tokenizer.add_tokens([AddedToken("\n", normalized=False)])
+    tokenizer.save(str(directory / "tokenizer.json"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "unk_token": "<unk>",
+        "eos_token": "<|im_end|>",
+    }
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    return vocab
+
+
+def write_nvlm_d_dir(directory: Path, **values: Any) -> Path:
+    """nvidia/NVLM-D-72B: InternViT-6B at 448 px (14 px patches, pixel-shuffled by 0.5 to 256
+    tokens), 1-6 tiles + thumbnail (its config.json; the 6 is the NVLM paper's); a two-layer
+    Qwen2 tower."""
+    return write_internvl_chat_dir(
+        directory,
+        architecture="NVLM_D",
+        model_type="NVLM_D",
+        tokenizer=write_nvlm_tokenizer,
+        **{"max_dynamic_patch": 6, "template": "chatml", "select_layer": -1, **values},
+    )
+
+
+# -- Llama-Nemotron-Nano-VL -----------------------------------------------------------------
+
+NEMOTRON_VL_PROMPT = INTERNVL_PROMPT
+
+# A stand-in for the checkpoint's remote image processor (its image_processing.py ships with
+# the checkpoint and cannot be fetched here): vLLM's count reads only these three attributes.
+_NEMOTRON_IMAGE_PROCESSOR_MODULE = """
+from transformers.image_processing_utils import BaseImageProcessor
+
+
+class NemotronNanoVLImageProcessor(BaseImageProcessor):
+    model_input_names = ["pixel_values"]
+
+    def __init__(self, image_size=512, max_num_tiles=12, use_thumbnail=True, **kwargs):
+        super().__init__(**kwargs)
+        self.image_size = image_size
+        self.max_num_tiles = max_num_tiles
+        self.use_thumbnail = use_thumbnail
+"""
+
+
+def write_nemotron_vl_dir(directory: Path, **processor: Any) -> Path:
+    """nvidia/Llama-3.1-Nemotron-Nano-VL-8B-V1: a C-RADIO tower of 16 px patches, 512 px tiles
+    pixel-shuffled by 0.5 to 256 tokens, 1-12 tiles + thumbnail (its config.json and
+    preprocessor_config.json as published; ``processor`` overrides the latter's values); a
+    two-layer stand-in text tower. Its ``<img>``, ``</img>`` and ``<image>`` are single tokens."""
+    write_internvl_chat_dir(
+        directory,
+        architecture="Llama_Nemotron_Nano_VL",
+        model_type="Llama_Nemotron_Nano_VL",
+        vision_model_type="radio",
+        vision={"image_size": 512, "patch_size": 16},
+        force_image_size=512,
+        template="llama3-chat",
+    )
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "auto_map": {"AutoImageProcessor": "image_processing.NemotronNanoVLImageProcessor"},
+            "image_processor_type": "NemotronNanoVLImageProcessor",
+            "image_size": 512,
+            "max_num_tiles": 12,
+            "use_thumbnail": True,
+            "norm_mean": [0.48145466, 0.4578275, 0.40821073],
+            "norm_std": [0.26862954, 0.26130258, 0.27577711],
+            **processor,
+        },
+    )
+    (directory / "image_processing.py").write_text(_NEMOTRON_IMAGE_PROCESSOR_MODULE)
+    return directory
+
+
+# -- Nemotron Nano VL v2, Nemotron-H Omni V3 ------------------------------------------------
+
+NANO_NEMOTRON_SPECIAL = (
+    "<unk>", "<|endoftext|>", "<img>", "</img>", "<image>", "<video>", "<so_start>", "<so_end>",
+    "<so_embedding>",
+)  # fmt: skip
+NANO_NEMOTRON_PROMPT = INTERNVL_PROMPT
+
+# The checkpoints' remote config class (configuration.py), cut to what vLLM's processor reads:
+# the tiling values at the top level, the RADIO tower's ``args`` (whose ``min_num_patches``
+# turns the dynamic resolution on) and a Nemotron-H text tower.
+_NANO_NEMOTRON_CONFIG_MODULE = """
+from transformers import NemotronHConfig, PretrainedConfig
+
+
+class RadioConfig(PretrainedConfig):
+    model_type = "radio"
+
+    def __init__(self, args=None, patch_size=16, image_size=512, **kwargs):
+        super().__init__(**kwargs)
+        self.args = args or {}
+        self.patch_size = patch_size
+        self.image_size = image_size
+
+
+class NemotronH_Nano_VL_V2_Config(PretrainedConfig):
+    model_type = "NemotronH_Nano_VL_V2"
+    is_composition = True
+
+    def __init__(self, vision_config=None, llm_config=None, force_image_size=512,
+                 patch_size=16, downsample_ratio=0.5, use_thumbnail=True, norm_mean=None,
+                 norm_std=None, **kwargs):
+        super().__init__(**kwargs)
+        self.vision_config = RadioConfig(**(vision_config or {}))
+        self.llm_config = NemotronHConfig(**(llm_config or {}))
+        self.force_image_size = force_image_size
+        self.patch_size = patch_size
+        self.downsample_ratio = downsample_ratio
+        self.use_thumbnail = use_thumbnail
+        self.norm_mean = norm_mean or [0.48145466, 0.4578275, 0.40821073]
+        self.norm_std = norm_std or [0.26862954, 0.26130258, 0.27577711]
+
+    def to_dict(self):
+        output = super().to_dict()
+        output["vision_config"] = self.vision_config.to_dict()
+        output["llm_config"] = self.llm_config.to_dict()
+        return output
+"""
+
+# The dynamic-resolution RADIO args of the Omni V3 checkpoints are not transcribed here (not
+# known offline): these are values of the shape vLLM's tiler takes, to prove its arithmetic.
+NANO_NEMOTRON_DYNAMIC_ARGS = {"min_num_patches": 1024, "max_num_patches": 13312}
+
+
+def write_nano_nemotron_vl_dir(
+    directory: Path,
+    *,
+    architecture: str = "NemotronH_Nano_VL_V2",
+    vision_args: Mapping[str, Any] | None = None,
+    context_tokens: int = 131072,
+    **values: Any,
+) -> Path:
+    """nvidia/NVIDIA-Nemotron-Nano-12B-v2-VL: C-RADIO at 512 px tiles of 16 px patches,
+    pixel-shuffled by 0.5 to 256 tokens, 1-12 tiles + thumbnail (its config.json); a two-layer
+    Nemotron-H tower (one Mamba2, one attention block) of ``context_tokens`` positions.
+    ``vision_args`` are the RADIO tower's args (``NANO_NEMOTRON_DYNAMIC_ARGS``: the dynamic
+    resolution); ``values`` override the top level."""
+    vocab = write_tokenizer(
+        directory,
+        NANO_NEMOTRON_SPECIAL,
+        {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>",
+         "eos_token": "<|endoftext|>"},
+    )  # fmt: skip
+    config = {
+        "architectures": [architecture],
+        "model_type": "NemotronH_Nano_VL_V2",
+        "auto_map": {"AutoConfig": "configuration_nano_nemotron.NemotronH_Nano_VL_V2_Config"},
+        "torch_dtype": "bfloat16",
+        "force_image_size": 512,
+        "patch_size": 16,
+        "downsample_ratio": 0.5,
+        "use_thumbnail": True,
+        "vision_config": {"patch_size": 16, "image_size": 512, "args": dict(vision_args or {})},
+        "llm_config": {
+            "architectures": ["NemotronHForCausalLM"],
+            "model_type": "nemotron_h",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "hybrid_override_pattern": "M*",
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 32,
+            "mamba_num_heads": 4,
+            "mamba_head_dim": 16,
+            "n_groups": 1,
+            "ssm_state_size": 16,
+            "conv_kernel": 4,
+            "vocab_size": len(vocab),
+            "max_position_embeddings": context_tokens,
+            "torch_dtype": "bfloat16",
+        },
+        **values,
+    }
+    write_json(directory, "config.json", config)
+    (directory / "configuration_nano_nemotron.py").write_text(_NANO_NEMOTRON_CONFIG_MODULE)
+    return directory
+
+
+# -- H2OVL-Mississippi ----------------------------------------------------------------------
+
+
+def write_h2ovl_dir(directory: Path, **values: Any) -> Path:
+    """h2oai/h2ovl-mississippi-2b: InternViT at 448 px (14 px patches, pixel-shuffled by 0.5 to
+    256 tokens), 1-6 tiles + thumbnail, multi-scale adaptive crops on (its config.json); a
+    two-layer stand-in text tower."""
+    return write_internvl_chat_dir(
+        directory,
+        architecture="H2OVLChatModel",
+        model_type="h2ovl_chat",
+        **{"max_dynamic_patch": 6, "use_msac": True, "select_layer": -1, **values},
     )

@@ -44,6 +44,8 @@ from sidecar.vision.internvl import InternVLRule
 from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
 from sidecar.vision.internvl_chat import InternVLChatRule
 from sidecar.vision.llama4 import Llama4Rule
+from sidecar.vision.moonvit import PROCESSOR_KNOBS as KIMI_K25_KNOBS
+from sidecar.vision.moonvit import KimiK25Rule
 from sidecar.vision.ovis2_5 import Ovis2_5Rule
 from sidecar.vision.paddleocr_vl import PaddleOCRVLRule
 from sidecar.vision.pixtral import PixtralRule
@@ -105,6 +107,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "llama4": Llama4Rule.from_configs,
     "paddleocr_vl": PaddleOCRVLRule.from_configs,
     "ovis2_5": Ovis2_5Rule.from_configs,
+    "kimi_k25": KimiK25Rule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -115,6 +118,7 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "internvl_chat": INTERNVL_CHAT_KNOBS,
     "eagle2_5_vl": INTERNVL_CHAT_KNOBS,
     "internvl": frozenset({"min_patches", "max_patches"}),
+    "kimi_k25": KIMI_K25_KNOBS,  # priced as vLLM prices them: ignored
 }
 
 

@@ -420,6 +420,16 @@ _TABLE: tuple[Architecture, ...] = (
         note="registered with Ovis 2.5's class and processor",
         proof=BY_NEW_FAMILIES,
     ),
+    # --- Kimi-K2.5 / K2.6 (MoonViT) -------------------------------------------------------------
+    _rule(
+        "KimiK25ForConditionalGeneration",
+        "kimi_k25",
+        "kimi_k25",
+        "kimi_k25",
+        note="vLLM's fused navit_resize_image: scaled to in_patch_limit patches (512 a side), "
+        "padded to 28 px cells; no size refused; media_proc_cfg kwargs ignored, as by vLLM",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- PaddleOCR-VL ---------------------------------------------------------------------------
     _rule(
         "PaddleOCRVLForConditionalGeneration",
@@ -461,7 +471,6 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("KeyeForConditionalGeneration", "keye"),
     _engine("KeyeVL1_5ForConditionalGeneration", "keye_vl1_5"),
     _engine("KimiVLForConditionalGeneration", "kimi_vl"),
-    _engine("KimiK25ForConditionalGeneration", "kimi_k25"),
     _engine("KimiK3ForConditionalGeneration", "vllm.models.kimi_k3"),
     _engine("Lfm2VlForConditionalGeneration", "lfm2_vl"),
     _engine("MiMoV2OmniForCausalLM", "mimo_v2_omni"),

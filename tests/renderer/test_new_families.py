@@ -58,6 +58,7 @@ class Family:
     mm_processor_kwargs: Mapping[str, Any] = field(default_factory=dict)
     apply_sizes: tuple[Size, ...] = VARIANT_APPLY_SIZES
     trust_remote_code: bool = True  # vLLM's --trust-remote-code
+    modality: str = "image"  # the item's modality in vLLM's processor (Kimi-K2.5: vision_chunk)
     refused_at_start: str | None = None  # vLLM fails every image; the sidecar refuses to
     # start, with a message matching this
 
@@ -163,6 +164,24 @@ FAMILIES = (
         "ovis2.5-max_pixels-ignored", family_dirs.write_ovis2_5_dir, "ovis2_5",
         family_dirs.OVIS_PROMPT, {"max_pixels": 200704},
     ),
+    # Kimi-K2.5: vLLM's fused processor, built from media_proc_cfg alone (no kwargs reach it).
+    Family(
+        "kimi-k2.5", family_dirs.write_kimi_k25_dir, "kimi_k25", family_dirs.KIMI_K25_PROMPT,
+        apply_sizes=APPLY_SIZES, trust_remote_code=False, modality="vision_chunk",
+    ),
+    Family(
+        "kimi-k2.5-in_patch_limit-4096-side-256",
+        lambda directory: family_dirs.write_kimi_k25_dir(
+            directory, in_patch_limit=4096, patch_limit_on_one_side=256
+        ),
+        "kimi_k25", family_dirs.KIMI_K25_PROMPT, trust_remote_code=False,
+        modality="vision_chunk",
+    ),
+    Family(
+        "kimi-k2.5-in_patch_limit-kwarg-ignored", family_dirs.write_kimi_k25_dir, "kimi_k25",
+        family_dirs.KIMI_K25_PROMPT, {"in_patch_limit": 1024, "max_pixels": 200704},
+        trust_remote_code=False, modality="vision_chunk",
+    ),
 )  # fmt: skip
 
 
@@ -194,7 +213,7 @@ def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Proven]:
             "name": family.name, "directory": str(directory), "count": family.count,
             "prompt": family.prompt, "mm_processor_kwargs": dict(family.mm_processor_kwargs),
             "sizes": sizes, "apply": family.apply_sizes,
-            "trust_remote_code": family.trust_remote_code,
+            "trust_remote_code": family.trust_remote_code, "modality": family.modality,
         })  # fmt: skip
     spec_path, answers_path = root / "spec.json", root / "answers.json"
     spec_path.write_text(json.dumps({"families": specs}))

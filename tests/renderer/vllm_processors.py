@@ -7,8 +7,10 @@ family, and read the answers back::
     .tools/vllm-render/bin/python tests/renderer/vllm_processors.py SPEC.json ANSWERS.json
 
 SPEC holds ``{"families": [{"name", "directory", "mm_processor_kwargs", "count", "prompt",
-"sizes", "apply"}]}``. For each family this builds vLLM's processor from the model directory
-as ``vllm serve`` would (``ModelConfig`` + ``MULTIMODAL_REGISTRY.create_processor``), then:
+"sizes", "apply", "modality"}]}`` (``modality``: ``image`` unless the family's processor
+takes another, Kimi-K2.5's ``vision_chunk``). For each family this builds vLLM's processor
+from the model directory as ``vllm serve`` would (``ModelConfig`` +
+``MULTIMODAL_REGISTRY.create_processor``), then:
 
 * ``sizes``: the placeholder length vLLM's own counting code gives each (width, height)
   (``COUNTS[count]``: the processor's placeholder-count function, as vLLM's prompt update
@@ -115,7 +117,27 @@ def _ovis2_5(processor: Any) -> Count:
     return count
 
 
+class _Sized:
+    """An image as far as a count reads it: its size (PIL's ``(width, height)``)."""
+
+    def __init__(self, width: int, height: int) -> None:
+        self.size = (width, height)
+
+
+def _kimi_k25(processor: Any) -> Count:
+    # KimiK25MultiModalProcessor._get_prompt_updates.get_replacement: media_tokens_calculator,
+    # which converts the item to RGB (a no-op for its size) and reads get_resize_config.
+    image_processor = processor.info.image_processor
+
+    def count(width: int, height: int) -> int:
+        media = {"type": "image", "image": _Sized(width, height)}
+        return int(image_processor.get_resize_config(media)["num_tokens"])
+
+    return count
+
+
 COUNTS: dict[str, Callable[[Any], Count]] = {
+    "kimi_k25": _kimi_k25,
     "ovis2_5": _ovis2_5,
     "paddleocr_vl": _paddleocr_vl,
     "image_repl": _image_repl,
@@ -131,9 +153,12 @@ def _answer(call: Callable[[], int]) -> int | str:
         return f"error: {type(exc).__name__}: {exc}"[:300]
 
 
-def _applied(processor: Any, prompt: str, width: int, height: int) -> int:
-    items = processor.info.parse_mm_data({"image": [Image.new("RGB", (width, height))]})
-    placeholders = processor(prompt, items)["mm_placeholders"]["image"]
+def _applied(processor: Any, prompt: str, width: int, height: int, modality: str) -> int:
+    image = Image.new("RGB", (width, height))
+    # Kimi-K2.5's unified modality: vLLM's chat parser wraps each image as a vision chunk.
+    item = {"type": "image", "image": image, "uuid": None} if modality == "vision_chunk" else image
+    items = processor.info.parse_mm_data({modality: [item]})
+    placeholders = processor(prompt, items)["mm_placeholders"][modality]
     return int(placeholders[0].length)
 
 
@@ -165,7 +190,11 @@ def run_family(family: dict[str, Any]) -> dict[str, Any]:
     ]
     counted = time.perf_counter()
     applied = [
-        _answer(lambda w=w, h=h: _applied(processor, family["prompt"], w, h))
+        _answer(
+            lambda w=w, h=h: _applied(
+                processor, family["prompt"], w, h, family.get("modality", "image")
+            )
+        )
         for w, h in family["apply"]
     ]
     return {

@@ -546,3 +546,93 @@ def write_ovis2_5_dir(directory: Path) -> Path:
         },
     )
     return directory
+
+
+# -- Kimi-K2.5 ------------------------------------------------------------------------------
+
+KIMI_K25_SPECIAL = (
+    "[UNK]", "[EOS]", "<|im_user|>", "<|im_middle|>", "<|im_end|>", "<|media_begin|>",
+    "<|media_content|>", "<|media_end|>", "<|media_pad|>", "<|kimi_k25_video_placeholder|>",
+)  # fmt: skip
+# The chat template's image: <|media_begin|>image<|media_content|><|media_pad|><|media_end|>
+# (vLLM's KimiK25ForConditionalGeneration.get_placeholder_str); words split on spaces here.
+KIMI_K25_PROMPT = (
+    "hello <|media_begin|> image <|media_content|> <|media_pad|> <|media_end|> describe"
+)
+
+# moonshotai/Kimi-K2.5's preprocessor_config.json media_proc_cfg (the same values as
+# transformers' Kimi_K25ImageProcessor defaults, taken from Kimi-K2.6: 16,384 patches of 14 px
+# at most, 512 patches a side, merged 2 x 2).
+KIMI_K25_MEDIA_PROC_CFG: dict[str, Any] = {
+    "in_patch_limit": 16384,
+    "patch_size": 14,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "merge_kernel_size": 2,
+    "fixed_output_tokens": None,
+    "patch_limit_on_one_side": 512,
+    "in_patch_limit_each_frame": 4096,
+    "in_patch_limit_video": None,
+    "sample_fps": 2.0,
+    "max_num_frames_each_video": None,
+    "temporal_merge_kernel_size": 4,
+    "timestamp_mode": "hh:mm:ss.fff",
+    "config_type": "media_proc.processors.moonvit.MoonViTMediaProcessorConfig",
+}
+
+
+def write_kimi_k25_dir(directory: Path, **media_proc_cfg: Any) -> Path:
+    """moonshotai/Kimi-K2.5: MoonViT (14 px patches merged 2 x 2) under a DeepSeek-V3 text
+    tower (shrunk to two layers); ``media_proc_cfg`` values override the shipped ones."""
+    vocab = write_tokenizer(
+        directory,
+        KIMI_K25_SPECIAL,
+        {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "eos_token": "[EOS]"},
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["KimiK25ForConditionalGeneration"],
+            "model_type": "kimi_k25",
+            "torch_dtype": "bfloat16",
+            "image_token_id": vocab["<|media_pad|>"],
+            "media_placeholder_token_id": vocab["<|media_pad|>"],
+            "use_unified_vision_chunk": True,
+            "video_placeholder": "<|kimi_k25_video_placeholder|>",
+            "vision_config": {
+                "model_type": "kimi_k25_vision",
+                "patch_size": 14,
+                "merge_kernel_size": [2, 2],
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+            },
+            "text_config": {
+                "model_type": "deepseek_v3",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "moe_intermediate_size": 32,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 2,
+                "n_routed_experts": 4,
+                "num_experts_per_tok": 2,
+                "kv_lora_rank": 16,
+                "q_lora_rank": 32,
+                "qk_rope_head_dim": 8,
+                "qk_nope_head_dim": 16,
+                "v_head_dim": 16,
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 262144,
+                "torch_dtype": "bfloat16",
+            },
+        },
+    )
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {"media_proc_cfg": {**KIMI_K25_MEDIA_PROC_CFG, **media_proc_cfg}},
+    )
+    return directory

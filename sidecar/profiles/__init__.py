@@ -45,7 +45,7 @@ from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
 from sidecar.vision.internvl_chat import InternVLChatRule
 from sidecar.vision.llama4 import Llama4Rule
 from sidecar.vision.moonvit import PROCESSOR_KNOBS as KIMI_K25_KNOBS
-from sidecar.vision.moonvit import KimiK25Rule
+from sidecar.vision.moonvit import KimiK25Rule, KimiVLRule
 from sidecar.vision.ovis2_5 import Ovis2_5Rule
 from sidecar.vision.paddleocr_vl import PaddleOCRVLRule
 from sidecar.vision.pixtral import PixtralRule
@@ -108,6 +108,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "paddleocr_vl": PaddleOCRVLRule.from_configs,
     "ovis2_5": Ovis2_5Rule.from_configs,
     "kimi_k25": KimiK25Rule.from_configs,
+    "kimi_vl": KimiVLRule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -122,8 +123,9 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
 }
 
 
-# Families whose vLLM processor takes exactly their knobs and fails on any other kwarg.
-KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl"})
+# Families whose vLLM processor takes exactly their knobs and fails on any other kwarg; and
+# Kimi-VL, whose remote processor (not run here) receives every kwarg: none is priced.
+KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl", "kimi_vl"})
 
 
 @dataclass(frozen=True, slots=True)

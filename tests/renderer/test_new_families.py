@@ -182,6 +182,17 @@ FAMILIES = (
         family_dirs.KIMI_K25_PROMPT, {"in_patch_limit": 1024, "max_pixels": 200704},
         trust_remote_code=False, modality="vision_chunk",
     ),
+    # Kimi-VL: vLLM's own count, over a stand-in for the checkpoint's remote image processor
+    # (tests.support.family_dirs: the three values vLLM reads, and its resize and refusal).
+    Family(
+        "kimi-vl", family_dirs.write_kimi_vl_dir, "kimi_vl", family_dirs.KIMI_VL_PROMPT,
+        apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "kimi-vl-thinking-2506-in_token_limit-16384",
+        lambda directory: family_dirs.write_kimi_vl_dir(directory, in_token_limit=16384),
+        "kimi_vl", family_dirs.KIMI_VL_PROMPT,
+    ),
 )  # fmt: skip
 
 

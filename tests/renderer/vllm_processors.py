@@ -26,6 +26,7 @@ cannot be built answers ``{"error": ...}``. ANSWERS maps each name to
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -136,7 +137,34 @@ def _kimi_k25(processor: Any) -> Count:
     return count
 
 
+def _kimi_vl(processor: Any) -> Count:
+    # KimiVLMultiModalProcessor._get_prompt_updates.get_replacement: vLLM's own
+    # get_num_image_tokens; then the HF processor's resize, which refuses a side of 512
+    # patches or more (the stand-in for the checkpoint's remote processor: not vLLM's code).
+    info = processor.info
+    image_processor = info.get_hf_processor().image_processor
+
+    def count(width: int, height: int) -> int:
+        tokens = int(info.get_num_image_tokens(image_width=width, image_height=height))
+        patch = image_processor.patch_size
+        if width // patch * (height // patch) > image_processor.in_token_limit:
+            scale = math.sqrt(
+                image_processor.in_token_limit / ((width // patch) * (height // patch))
+            )
+            width, height = int(width * scale), int(height * scale)
+        cell = image_processor.merge_kernel_size[0] * patch
+        if (
+            min(width, height) == 0
+            or max(-(-width // cell), -(-height // cell)) * cell // patch >= 512
+        ):
+            raise ValueError(f"Exceed pos emb: {width}x{height}")
+        return tokens
+
+    return count
+
+
 COUNTS: dict[str, Callable[[Any], Count]] = {
+    "kimi_vl": _kimi_vl,
     "kimi_k25": _kimi_k25,
     "ovis2_5": _ovis2_5,
     "paddleocr_vl": _paddleocr_vl,

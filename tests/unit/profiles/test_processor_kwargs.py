@@ -82,8 +82,8 @@ def test_unset_is_no_knob(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_engine_priced_model_takes_any_knob(tmp_path: Path) -> None:
     # vLLM counts such a model's images itself, with its own kwargs: nothing to price here.
     config = {
-        "architectures": ["KimiVLForConditionalGeneration"],
-        "model_type": "kimi_vl",
+        "architectures": ["KimiK3ForConditionalGeneration"],
+        "model_type": "kimi_k3",
         "text_config": {
             "hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 2,
             "max_position_embeddings": 4096,
@@ -92,4 +92,4 @@ def test_an_engine_priced_model_takes_any_knob(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(config))
     overrides = kwargs({"in_token_limit": 2048})
     profile = load_profile(str(tmp_path), overrides, engine_only=True)
-    assert profile.architecture.name == "KimiVLForConditionalGeneration"
+    assert profile.architecture.name == "KimiK3ForConditionalGeneration"

@@ -43,6 +43,8 @@ from sidecar.vision.idefics3 import SplitImageRule
 from sidecar.vision.internvl import InternVLRule
 from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
 from sidecar.vision.internvl_chat import InternVLChatRule
+from sidecar.vision.lfm2_vl import PROCESSOR_KNOBS as LFM2_VL_KNOBS
+from sidecar.vision.lfm2_vl import Lfm2VlRule
 from sidecar.vision.llama4 import Llama4Rule
 from sidecar.vision.moonvit import PROCESSOR_KNOBS as KIMI_K25_KNOBS
 from sidecar.vision.moonvit import KimiK25Rule, KimiVLRule
@@ -109,6 +111,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "ovis2_5": Ovis2_5Rule.from_configs,
     "kimi_k25": KimiK25Rule.from_configs,
     "kimi_vl": KimiVLRule.from_configs,
+    "lfm2_vl": Lfm2VlRule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -120,12 +123,16 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "eagle2_5_vl": INTERNVL_CHAT_KNOBS,
     "internvl": frozenset({"min_patches", "max_patches"}),
     "kimi_k25": KIMI_K25_KNOBS,  # priced as vLLM prices them: ignored
+    "lfm2_vl": LFM2_VL_KNOBS,
 }
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg; and
 # Kimi-VL, whose remote processor (not run here) receives every kwarg: none is priced.
 KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl", "kimi_vl"})
+
+# Families whose vLLM count reads their knobs at the top level of the kwargs only.
+TOP_LEVEL_ONLY = frozenset({"lfm2_vl"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,7 +331,11 @@ def profile_from_configs(
         {}
         if architecture.support is Support.NEEDS_ENGINE
         else (processor_kwargs or ProcessorKwargs({})).for_family(
-            name, rule, PROCESSOR_KNOBS.get(rule, frozenset()), knobs_only=rule in KNOBS_ONLY
+            name,
+            rule,
+            PROCESSOR_KNOBS.get(rule, frozenset()),
+            knobs_only=rule in KNOBS_ONLY,
+            top_level_only=rule in TOP_LEVEL_ONLY,
         )
     )
     if knobs:

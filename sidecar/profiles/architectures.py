@@ -444,6 +444,16 @@ _TABLE: tuple[Architecture, ...] = (
         "Exceed pos emb); no kwargs priced",
         proof=BY_COUNT_STANDIN,
     ),
+    # --- LFM2-VL ----------------------------------------------------------------------------------
+    _rule(
+        "Lfm2VlForConditionalGeneration",
+        "lfm2_vl",
+        "lfm2_vl",
+        "lfm2_vl",
+        note="Lfm2VLProcessingInfo.get_image_repl: a smart_resize thumbnail (64..256 tokens), "
+        "and for a large image 2..10 tiles of 512 px (256 tokens and a row/col token each)",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- PaddleOCR-VL ---------------------------------------------------------------------------
     _rule(
         "PaddleOCRVLForConditionalGeneration",
@@ -485,7 +495,6 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("KeyeForConditionalGeneration", "keye"),
     _engine("KeyeVL1_5ForConditionalGeneration", "keye_vl1_5"),
     _engine("KimiK3ForConditionalGeneration", "vllm.models.kimi_k3"),
-    _engine("Lfm2VlForConditionalGeneration", "lfm2_vl"),
     _engine("MiMoV2OmniForCausalLM", "mimo_v2_omni"),
     _engine("MiniMaxM3SparseForConditionalGeneration", "vllm.models.minimax_m3"),
     _engine("MiniCPMO", "minicpmo"),

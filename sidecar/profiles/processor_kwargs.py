@@ -55,6 +55,7 @@ class ProcessorKwargs:
     values: Mapping[str, Any]
     min_pixels: int | None = None
     max_pixels: int | None = None
+    scoped: frozenset[str] = frozenset()  # the names given under images_kwargs
 
     @classmethod
     def from_settings_values(
@@ -75,17 +76,33 @@ class ProcessorKwargs:
             "min_pixels": _bound("min_pixels", flat.pop("min_pixels", None), min_pixels),
             "max_pixels": _bound("max_pixels", flat.pop("max_pixels", None), max_pixels),
         }
-        return cls(flat, **bounds)
+        return cls(flat, **bounds, scoped=frozenset(scoped))
 
     def for_family(
-        self, model: str, family: str, knobs: frozenset[str], *, knobs_only: bool = False
+        self,
+        model: str,
+        family: str,
+        knobs: frozenset[str],
+        *,
+        knobs_only: bool = False,
+        top_level_only: bool = False,
     ) -> dict[str, Any]:
         """The knobs that reach ``family``'s arithmetic; ConfigurationError for any it
         cannot price. Pixel bounds are not in the result: ``with_pixel_range`` applies them.
 
         ``knobs_only``: vLLM hands every kwarg to a constructor that takes ``knobs`` alone
         (InternVL's chat format), so a count-neutral knob or a pixel bound fails there too.
+        ``top_level_only``: vLLM's count reads the family's knobs at the top level only
+        (LFM2-VL's grid) while its processor reads ``images_kwargs`` too, so a knob given
+        there makes the two disagree: refused.
         """
+        if top_level_only and (knobs & self.scoped):
+            raise ConfigurationError(
+                f"model {model!r} ({family}): SIDECAR_MM_PROCESSOR_KWARGS sets "
+                f"{', '.join(sorted(knobs & self.scoped))} under {IMAGES_SCOPE}, which vLLM's "
+                "count for this family does not read (its processor does): set it at the top "
+                "level"
+            )
         tolerated = frozenset() if knobs_only else COUNT_NEUTRAL_KNOBS
         unknown = sorted(set(self.values) - knobs - tolerated)
         if knobs_only:

@@ -193,6 +193,23 @@ FAMILIES = (
         lambda directory: family_dirs.write_kimi_vl_dir(directory, in_token_limit=16384),
         "kimi_vl", family_dirs.KIMI_VL_PROMPT,
     ),
+    # LFM2-VL: transformers' own processor; the last sample's thumbnail outgrows its tiles.
+    Family(
+        "lfm2-vl", family_dirs.write_lfm2_vl_dir, "lfm2_vl", family_dirs.LFM2_VL_PROMPT,
+        apply_sizes=(*APPLY_SIZES, (20, 30000)), trust_remote_code=False,
+    ),
+    Family(
+        "lfm2-vl-tokens-32-128-max_tiles-4", family_dirs.write_lfm2_vl_dir, "lfm2_vl",
+        family_dirs.LFM2_VL_PROMPT,
+        {"min_image_tokens": 32, "max_image_tokens": 128, "max_tiles": 4},
+        trust_remote_code=False,
+    ),
+    Family(
+        "lfm2-vl-tile_size-384-tolerance-1.5",
+        lambda directory: family_dirs.write_lfm2_vl_dir(directory, max_pixels_tolerance=1.5),
+        "lfm2_vl", family_dirs.LFM2_VL_PROMPT, {"tile_size": 384},
+        trust_remote_code=False,
+    ),
 )  # fmt: skip
 
 

@@ -163,7 +163,47 @@ def _kimi_vl(processor: Any) -> Count:
     return count
 
 
+def _lfm2_vl(processor: Any) -> Count:
+    # Lfm2VLMultiModalProcessor._get_prompt_updates.get_image_replacement_lfm2vl: vLLM's
+    # get_image_repl over the thumbnail's patch grid (spatial_shapes) that transformers' image
+    # processor makes with its smart_resize, tokenized as vLLM encodes it.
+    import torch
+
+    info = processor.info
+    hf = info.get_hf_processor()
+    image_processor = hf.image_processor
+    tokenizer = info.get_tokenizer()
+    merged = info.ctx.get_merged_mm_kwargs({})
+
+    def knob(name: str) -> Any:
+        return merged.get(name, getattr(image_processor, name))
+
+    patch = knob("encoder_patch_size")
+    crop_patches = max(
+        knob("max_image_tokens") * knob("downsample_factor") ** 2,
+        (knob("tile_size") // patch) ** 2,
+    )
+
+    def count(width: int, height: int) -> int:
+        thumb_w, thumb_h = image_processor.smart_resize(
+            height=height, width=width, downsample_factor=knob("downsample_factor"),
+            min_image_tokens=knob("min_image_tokens"), max_image_tokens=knob("max_image_tokens"),
+            encoder_patch_size=patch,
+        )  # fmt: skip
+        grid_w, grid_h, _ = info._get_image_feature_grid_size(width, height, hf, {})
+        thumb_patches = (thumb_h // patch) * (thumb_w // patch)
+        if grid_w * grid_h != 1 and thumb_patches > crop_patches:
+            # the processor stacks the thumbnail with its tiles: a larger one fails there
+            raise ValueError(f"thumbnail of {thumb_patches} patches beside tiles")
+        spatial_shapes = torch.tensor([[thumb_h // patch, thumb_w // patch]])
+        replacement = info.get_image_repl(width, height, spatial_shapes, hf, {})
+        return len(tokenizer.encode(replacement, add_special_tokens=False))
+
+    return count
+
+
 COUNTS: dict[str, Callable[[Any], Count]] = {
+    "lfm2_vl": _lfm2_vl,
     "kimi_vl": _kimi_vl,
     "kimi_k25": _kimi_k25,
     "ovis2_5": _ovis2_5,

@@ -823,3 +823,91 @@ def write_kimi_vl_dir(directory: Path, **image_processor: Any) -> Path:
         {"auto_map": auto_map, "processor_class": "KimiVLProcessor"},
     )
     return directory
+
+
+# -- LFM2-VL --------------------------------------------------------------------------------
+
+LFM2_VL_SPECIAL = (
+    "<|pad|>", "<|startoftext|>", "<|im_end|>", "<image>", "<|image_start|>", "<|image_end|>",
+    "<|img_thumbnail|>",
+    *(f"<|img_row_{row}_col_{col}|>" for row in range(1, 11) for col in range(1, 11)),
+)  # fmt: skip
+LFM2_VL_PROMPT = "hello <image> describe"
+
+# LiquidAI/LFM2-VL-1.6B's preprocessor_config.json: transformers' Lfm2VlImageProcessor
+# defaults, which were taken from it (16 px patches downsampled 2 x 2, thumbnails of 64 to 256
+# tokens, 2 to 10 tiles of 512 px for an image over twice that).
+LFM2_VL_IMAGE_PROCESSOR: dict[str, Any] = {
+    "image_processor_type": "Lfm2VlImageProcessor",
+    "do_image_splitting": True,
+    "downsample_factor": 2,
+    "encoder_patch_size": 16,
+    "max_image_tokens": 256,
+    "min_image_tokens": 64,
+    "max_num_patches": 1024,
+    "max_pixels_tolerance": 2.0,
+    "max_tiles": 10,
+    "min_tiles": 2,
+    "tile_size": 512,
+    "use_thumbnail": True,
+    "do_pad": True,
+    "do_rescale": True,
+    "rescale_factor": 1 / 255,
+    "do_normalize": True,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "resample": 2,
+}
+
+
+def write_lfm2_vl_dir(directory: Path, **image_processor: Any) -> Path:
+    """LiquidAI/LFM2-VL-1.6B: a SigLIP2 NaFlex tower of 16 px patches under a two-layer LFM2
+    text tower (one short-convolution layer, one attention layer); ``image_processor`` values
+    over the shipped ones."""
+    vocab = write_tokenizer(
+        directory,
+        LFM2_VL_SPECIAL,
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "pad_token": "<|pad|>",
+            "bos_token": "<|startoftext|>",
+            "eos_token": "<|im_end|>",
+        },
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Lfm2VlForConditionalGeneration"],
+            "model_type": "lfm2_vl",
+            "torch_dtype": "bfloat16",
+            "image_token_id": vocab["<image>"],
+            "downsample_factor": 2,
+            "projector_hidden_size": 64,
+            "vision_config": {
+                "model_type": "siglip2_vision_model",
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "num_patches": 256,
+                "patch_size": 16,
+            },
+            "text_config": {
+                "model_type": "lfm2",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "layer_types": ["conv", "full_attention"],
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 128000,
+            },
+        },
+    )
+    write_json(
+        directory, "preprocessor_config.json", {**LFM2_VL_IMAGE_PROCESSOR, **image_processor}
+    )
+    write_json(directory, "processor_config.json", {"processor_class": "Lfm2VlProcessor"})
+    return directory

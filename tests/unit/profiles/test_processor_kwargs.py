@@ -9,6 +9,7 @@ import pytest
 
 from sidecar.errors import ConfigurationError
 from sidecar.profiles import ProfileOverrides, load_profile
+from sidecar.profiles.processor_kwargs import ProcessorKwargs
 from sidecar.settings import Settings
 
 QWEN = "Qwen/Qwen2.5-VL-7B-Instruct"
@@ -93,3 +94,15 @@ def test_an_engine_priced_model_takes_any_knob(tmp_path: Path) -> None:
     overrides = kwargs({"in_token_limit": 2048})
     profile = load_profile(str(tmp_path), overrides, engine_only=True)
     assert profile.architecture.name == "KimiK3ForConditionalGeneration"
+
+
+def test_a_top_level_only_family_refuses_its_knobs_under_images_kwargs() -> None:
+    # LFM2-VL's vLLM grid reads tile_size at the top level; its processor reads images_kwargs.
+    knobs = ProcessorKwargs.from_settings_values({"images_kwargs": {"tile_size": 384}})
+    with pytest.raises(ConfigurationError, match="tile_size under images_kwargs"):
+        knobs.for_family("m", "lfm2_vl", frozenset({"tile_size"}), top_level_only=True)
+    assert knobs.for_family("m", "gemma4", frozenset({"tile_size"})) == {"tile_size": 384}
+    top = ProcessorKwargs.from_settings_values({"tile_size": 384})
+    assert top.for_family("m", "lfm2_vl", frozenset({"tile_size"}), top_level_only=True) == {
+        "tile_size": 384
+    }

@@ -48,9 +48,13 @@ from sidecar.vision.idefics3 import SplitImageRule
 from sidecar.vision.internvl import InternVLRule
 from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
 from sidecar.vision.internvl_chat import InternVLChatRule
+from sidecar.vision.lfm2_vl import PROCESSOR_KNOBS as LFM2_VL_KNOBS
+from sidecar.vision.lfm2_vl import Lfm2VlRule
 from sidecar.vision.llama4 import Llama4Rule
 from sidecar.vision.minicpmv4_6 import PROCESSOR_KNOBS as MINICPMV4_6_KNOBS
 from sidecar.vision.minicpmv4_6 import MiniCPMV4_6Rule
+from sidecar.vision.moonvit import PROCESSOR_KNOBS as KIMI_K25_KNOBS
+from sidecar.vision.moonvit import KimiK25Rule, KimiVLRule
 from sidecar.vision.nemotron_vl import PROCESSOR_KNOBS as NEMOTRON_VL_KNOBS
 from sidecar.vision.nemotron_vl import NemotronVLRule
 from sidecar.vision.nvlm_d import NVLMRule
@@ -124,6 +128,9 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "nemotron_vl": NemotronVLRule.from_nemotron_configs,
     "nano_nemotron_vl": nano_nemotron_vl.from_configs,
     "h2ovl": H2OVLRule.from_h2ovl_configs,
+    "kimi_k25": KimiK25Rule.from_configs,
+    "kimi_vl": KimiVLRule.from_configs,
+    "lfm2_vl": Lfm2VlRule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -142,13 +149,20 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "deepseek_ocr2": DEEPSEEK_OCR_KNOBS,
     "minicpmv4_6": MINICPMV4_6_KNOBS,
     "minicpmv4_7": MINICPMV4_6_KNOBS,
+    "kimi_k25": KIMI_K25_KNOBS,  # priced as vLLM prices them: ignored
+    "lfm2_vl": LFM2_VL_KNOBS,
 }
 
 
-# Families whose vLLM processor takes exactly their knobs and fails on any other kwarg.
-KNOBS_ONLY = frozenset({"internvl_chat", "eagle2_5_vl", "nvlm_d", "nano_nemotron_vl", "h2ovl"})
+# Families whose vLLM processor takes exactly their knobs and fails on any other kwarg; and
+# Kimi-VL, whose remote processor (not run here) receives every kwarg: none is priced.
+KNOBS_ONLY = frozenset(
+    {"internvl_chat", "eagle2_5_vl", "nvlm_d", "nano_nemotron_vl", "h2ovl", "kimi_vl"}
+)
 # Families whose vLLM processor reads a knob under images_kwargs before the top level's.
 SCOPED_FIRST = frozenset({"minicpmv4_6", "minicpmv4_7"})
+# Families whose vLLM count reads their knobs at the top level of the kwargs only.
+TOP_LEVEL_ONLY = frozenset({"lfm2_vl"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,6 +366,7 @@ def profile_from_configs(
             PROCESSOR_KNOBS.get(rule, frozenset()),
             knobs_only=rule in KNOBS_ONLY,
             scoped_first=rule in SCOPED_FIRST,
+            top_level_only=rule in TOP_LEVEL_ONLY,
         )
     )
     if knobs:

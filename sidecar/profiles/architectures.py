@@ -107,6 +107,10 @@ BY_VLLM = "vLLM 0.33's processor (tests/renderer/test_processor_counts.py)"
 BY_NEW_FAMILIES = "vLLM 0.33's processor (tests/renderer/test_new_families.py)"
 BY_BOTH = "transformers' processor (tests/oracle) and vLLM 0.33's (tests/renderer)"
 BY_SOURCE = "vLLM 0.33's source only: the config class is remote code, not run here"
+BY_COUNT_STANDIN = (
+    "vLLM 0.33's count (tests/renderer/test_new_families.py); the remote image processor "
+    "it reads is a stand-in, not run here"
+)
 
 _INHERITS = "its ProcessingInfo inherits {}, with changes not yet proven"
 
@@ -519,6 +523,36 @@ _TABLE: tuple[Architecture, ...] = (
         note="4.6's count; max_slice_nums from config.json unless the server sets it",
         proof=BY_NEW_FAMILIES,
     ),
+    # --- Kimi-K2.5 / K2.6, Kimi-VL (MoonViT) ----------------------------------------------------
+    _rule(
+        "KimiK25ForConditionalGeneration",
+        "kimi_k25",
+        "kimi_k25",
+        "kimi_k25",
+        note="vLLM's fused navit_resize_image: scaled to in_patch_limit patches (512 a side), "
+        "padded to 28 px cells; no size refused; media_proc_cfg kwargs ignored, as by vLLM",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "KimiVLForConditionalGeneration",
+        "kimi_vl",
+        "kimi_vl",
+        "kimi_vl",
+        note="KimiVLProcessingInfo.get_num_image_tokens: scaled to in_token_limit patches, "
+        "padded to 28 px cells; a padded side of 512 patches refused (the remote processor's "
+        "Exceed pos emb); no kwargs priced",
+        proof=BY_COUNT_STANDIN,
+    ),
+    # --- LFM2-VL ----------------------------------------------------------------------------------
+    _rule(
+        "Lfm2VlForConditionalGeneration",
+        "lfm2_vl",
+        "lfm2_vl",
+        "lfm2_vl",
+        note="Lfm2VLProcessingInfo.get_image_repl: a smart_resize thumbnail (64..256 tokens), "
+        "and for a large image 2..10 tiles of 512 px (256 tokens and a row/col token each)",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- PaddleOCR-VL ---------------------------------------------------------------------------
     _rule(
         "PaddleOCRVLForConditionalGeneration",
@@ -556,10 +590,7 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("KananaVForConditionalGeneration", "kanana_v"),
     _engine("KeyeForConditionalGeneration", "keye"),
     _engine("KeyeVL1_5ForConditionalGeneration", "keye_vl1_5"),
-    _engine("KimiVLForConditionalGeneration", "kimi_vl"),
-    _engine("KimiK25ForConditionalGeneration", "kimi_k25"),
     _engine("KimiK3ForConditionalGeneration", "vllm.models.kimi_k3"),
-    _engine("Lfm2VlForConditionalGeneration", "lfm2_vl"),
     _engine("MiMoV2OmniForCausalLM", "mimo_v2_omni"),
     _engine("MiniMaxM3SparseForConditionalGeneration", "vllm.models.minimax_m3"),
     _engine(

@@ -87,6 +87,7 @@ class ProcessorKwargs:
         *,
         knobs_only: bool = False,
         scoped_first: bool = False,
+        top_level_only: bool = False,
     ) -> dict[str, Any]:
         """The knobs that reach ``family``'s arithmetic; ConfigurationError for any it
         cannot price. Pixel bounds are not in the result: ``with_pixel_range`` applies them.
@@ -95,7 +96,18 @@ class ProcessorKwargs:
         (InternVL's chat format and its relatives: ``profiles.KNOBS_ONLY``), so a count-neutral
         knob or a pixel bound fails there too.
         ``scoped_first``: where both name a knob, vLLM's processor reads ``images_kwargs``'.
+        ``top_level_only``: vLLM's count reads the family's knobs at the top level only
+        (LFM2-VL's grid) while its processor reads ``images_kwargs`` too, so a knob given
+        there makes the two disagree: refused.
         """
+        scoped_knobs = knobs & self.scoped.keys()
+        if top_level_only and scoped_knobs:
+            raise ConfigurationError(
+                f"model {model!r} ({family}): SIDECAR_MM_PROCESSOR_KWARGS sets "
+                f"{', '.join(sorted(scoped_knobs))} under {IMAGES_SCOPE}, which vLLM's "
+                "count for this family does not read (its processor does): set it at the top "
+                "level"
+            )
         tolerated = frozenset() if knobs_only else COUNT_NEUTRAL_KNOBS
         unknown = sorted(set(self.values) - knobs - tolerated)
         if knobs_only:

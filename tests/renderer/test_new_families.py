@@ -74,6 +74,7 @@ class Family:
     priced_above: bool = False  # the sidecar's price may exceed vLLM's count, never fall
     # below it (the count depends on the request, and this configuration's request is not the
     # one the rule prices exactly)
+    modality: str = "image"  # the item's modality in vLLM's processor (Kimi-K2.5: vision_chunk)
     refused_at_start: str | None = None  # vLLM fails every image; the sidecar refuses to
     # start, with a message matching this
     image_index: int = 0  # the image's place in the request, where the count depends on it:
@@ -440,6 +441,52 @@ FAMILIES = (
         "h2ovl-do_rescale", family_dirs.write_h2ovl_dir, "h2ovl", family_dirs.INTERNVL_PROMPT,
         {"do_rescale": True}, refused_at_start="do_rescale",
     ),
+    # Kimi-K2.5: vLLM's fused processor, built from media_proc_cfg alone (no kwargs reach it).
+    Family(
+        "kimi-k2.5", family_dirs.write_kimi_k25_dir, "kimi_k25", family_dirs.KIMI_K25_PROMPT,
+        apply_sizes=APPLY_SIZES, trust_remote_code=False, modality="vision_chunk",
+    ),
+    Family(
+        "kimi-k2.5-in_patch_limit-4096-side-256",
+        lambda directory: family_dirs.write_kimi_k25_dir(
+            directory, in_patch_limit=4096, patch_limit_on_one_side=256
+        ),
+        "kimi_k25", family_dirs.KIMI_K25_PROMPT, trust_remote_code=False,
+        modality="vision_chunk",
+    ),
+    Family(
+        "kimi-k2.5-in_patch_limit-kwarg-ignored", family_dirs.write_kimi_k25_dir, "kimi_k25",
+        family_dirs.KIMI_K25_PROMPT, {"in_patch_limit": 1024, "max_pixels": 200704},
+        trust_remote_code=False, modality="vision_chunk",
+    ),
+    # Kimi-VL: vLLM's own count, over a stand-in for the checkpoint's remote image processor
+    # (tests.support.family_dirs: the three values vLLM reads, and its resize and refusal).
+    Family(
+        "kimi-vl", family_dirs.write_kimi_vl_dir, "kimi_vl", family_dirs.KIMI_VL_PROMPT,
+        apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "kimi-vl-thinking-2506-in_token_limit-16384",
+        lambda directory: family_dirs.write_kimi_vl_dir(directory, in_token_limit=16384),
+        "kimi_vl", family_dirs.KIMI_VL_PROMPT,
+    ),
+    # LFM2-VL: transformers' own processor; the last sample's thumbnail outgrows its tiles.
+    Family(
+        "lfm2-vl", family_dirs.write_lfm2_vl_dir, "lfm2_vl", family_dirs.LFM2_VL_PROMPT,
+        apply_sizes=(*APPLY_SIZES, (20, 30000)), trust_remote_code=False,
+    ),
+    Family(
+        "lfm2-vl-tokens-32-128-max_tiles-4", family_dirs.write_lfm2_vl_dir, "lfm2_vl",
+        family_dirs.LFM2_VL_PROMPT,
+        {"min_image_tokens": 32, "max_image_tokens": 128, "max_tiles": 4},
+        trust_remote_code=False,
+    ),
+    Family(
+        "lfm2-vl-tile_size-384-tolerance-1.5",
+        lambda directory: family_dirs.write_lfm2_vl_dir(directory, max_pixels_tolerance=1.5),
+        "lfm2_vl", family_dirs.LFM2_VL_PROMPT, {"tile_size": 384},
+        trust_remote_code=False,
+    ),
 )  # fmt: skip
 
 
@@ -477,6 +524,7 @@ def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Proven]:
             "max_model_len": family.max_model_len,
             "images": max(family.images, family.image_index + 1), "groups": family.groups,
             "most_sizes": sizes[:MOST_SIZES] if family.never_low else [],
+            "modality": family.modality,
         })  # fmt: skip
     spec_path, answers_path = root / "spec.json", root / "answers.json"
     spec_path.write_text(json.dumps({"families": specs}))

@@ -7,8 +7,10 @@ family, and read the answers back::
     .tools/vllm-render/bin/python tests/renderer/vllm_processors.py SPEC.json ANSWERS.json
 
 SPEC holds ``{"families": [{"name", "directory", "mm_processor_kwargs", "count", "prompt",
-"sizes", "apply", "images", "groups", "most_sizes", "max_model_len"}]}``. For each family
-this builds vLLM's processor from the model directory as ``vllm serve`` would (``ModelConfig`` +
+"sizes", "apply", "images", "groups", "most_sizes", "max_model_len", "modality"}]}``
+(``modality``: ``image`` unless the family's processor takes another, Kimi-K2.5's
+``vision_chunk``). For each family this builds vLLM's processor from the model directory as
+``vllm serve`` would (``ModelConfig`` +
 ``MULTIMODAL_REGISTRY.create_processor``), then:
 
 * ``sizes``: the placeholder length vLLM's own counting code gives each (width, height)
@@ -30,6 +32,7 @@ cannot be built answers ``{"error": ...}``. ANSWERS maps each name to
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -272,6 +275,90 @@ def _minicpmv4_6(processor: Any, image_index: int = 0) -> Count:
     return count
 
 
+class _Sized:
+    """An image as far as a count reads it: its size (PIL's ``(width, height)``)."""
+
+    def __init__(self, width: int, height: int) -> None:
+        self.size = (width, height)
+
+
+def _kimi_k25(processor: Any) -> Count:
+    # KimiK25MultiModalProcessor._get_prompt_updates.get_replacement: media_tokens_calculator,
+    # which converts the item to RGB (a no-op for its size) and reads get_resize_config.
+    image_processor = processor.info.image_processor
+
+    def count(width: int, height: int) -> int:
+        media = {"type": "image", "image": _Sized(width, height)}
+        return int(image_processor.get_resize_config(media)["num_tokens"])
+
+    return count
+
+
+def _kimi_vl(processor: Any) -> Count:
+    # KimiVLMultiModalProcessor._get_prompt_updates.get_replacement: vLLM's own
+    # get_num_image_tokens; then the HF processor's resize, which refuses a side of 512
+    # patches or more (the stand-in for the checkpoint's remote processor: not vLLM's code).
+    info = processor.info
+    image_processor = info.get_hf_processor().image_processor
+
+    def count(width: int, height: int) -> int:
+        tokens = int(info.get_num_image_tokens(image_width=width, image_height=height))
+        patch = image_processor.patch_size
+        if width // patch * (height // patch) > image_processor.in_token_limit:
+            scale = math.sqrt(
+                image_processor.in_token_limit / ((width // patch) * (height // patch))
+            )
+            width, height = int(width * scale), int(height * scale)
+        cell = image_processor.merge_kernel_size[0] * patch
+        if (
+            min(width, height) == 0
+            or max(-(-width // cell), -(-height // cell)) * cell // patch >= 512
+        ):
+            raise ValueError(f"Exceed pos emb: {width}x{height}")
+        return tokens
+
+    return count
+
+
+def _lfm2_vl(processor: Any) -> Count:
+    # Lfm2VLMultiModalProcessor._get_prompt_updates.get_image_replacement_lfm2vl: vLLM's
+    # get_image_repl over the thumbnail's patch grid (spatial_shapes) that transformers' image
+    # processor makes with its smart_resize, tokenized as vLLM encodes it.
+    import torch
+
+    info = processor.info
+    hf = info.get_hf_processor()
+    image_processor = hf.image_processor
+    tokenizer = info.get_tokenizer()
+    merged = info.ctx.get_merged_mm_kwargs({})
+
+    def knob(name: str) -> Any:
+        return merged.get(name, getattr(image_processor, name))
+
+    patch = knob("encoder_patch_size")
+    crop_patches = max(
+        knob("max_image_tokens") * knob("downsample_factor") ** 2,
+        (knob("tile_size") // patch) ** 2,
+    )
+
+    def count(width: int, height: int) -> int:
+        thumb_w, thumb_h = image_processor.smart_resize(
+            height=height, width=width, downsample_factor=knob("downsample_factor"),
+            min_image_tokens=knob("min_image_tokens"), max_image_tokens=knob("max_image_tokens"),
+            encoder_patch_size=patch,
+        )  # fmt: skip
+        grid_w, grid_h, _ = info._get_image_feature_grid_size(width, height, hf, {})
+        thumb_patches = (thumb_h // patch) * (thumb_w // patch)
+        if grid_w * grid_h != 1 and thumb_patches > crop_patches:
+            # the processor stacks the thumbnail with its tiles: a larger one fails there
+            raise ValueError(f"thumbnail of {thumb_patches} patches beside tiles")
+        spatial_shapes = torch.tensor([[thumb_h // patch, thumb_w // patch]])
+        replacement = info.get_image_repl(width, height, spatial_shapes, hf, {})
+        return len(tokenizer.encode(replacement, add_special_tokens=False))
+
+    return count
+
+
 def _deepseek_vl2(cropping: bool) -> Callable[[Any], Count]:
     # DeepseekVL2MultiModalProcessor._get_prompt_updates.get_replacement_deepseek_vl2, with
     # the prompt's cropping=len(images) <= 2: True for one or two images, False for more.
@@ -341,6 +428,9 @@ COUNTS: dict[str, Callable[[Any], Count]] = {
     "deepseek_vl2_uncropped": _deepseek_vl2(cropping=False),
     "minicpmv4_6": _minicpmv4_6,
     "minicpmv4_6-image-12": lambda processor: _minicpmv4_6(processor, image_index=12),
+    "lfm2_vl": _lfm2_vl,
+    "kimi_vl": _kimi_vl,
+    "kimi_k25": _kimi_k25,
     "ovis2_5": _ovis2_5,
     "nvlm_d": _nvlm_d,
     "nemotron_vl": _nemotron_vl,
@@ -365,15 +455,23 @@ def _answer(call: Callable[[], int]) -> int | str:
 
 
 def _applied(
-    processor: Any, prompt: str, width: int, height: int, count: str = "", images: int = 1
+    processor: Any,
+    prompt: str,
+    width: int,
+    height: int,
+    count: str = "",
+    images: int = 1,
+    modality: str = "image",
 ) -> int:
     # With ``images`` > 1 the prompt repeats ``images`` times, one copy of the image behind
     # each, and the last image's placeholder is the answer (where the count depends on the
     # image's place, or, as DeepSeek-VL2's cropping, on how many images the prompt holds).
     blank = Image.new("RGB", (width, height))
-    items = processor.info.parse_mm_data({"image": [blank] * images})
+    # Kimi-K2.5's unified modality: vLLM's chat parser wraps each image as a vision chunk.
+    item = {"type": "image", "image": blank, "uuid": None} if modality == "vision_chunk" else blank
+    items = processor.info.parse_mm_data({modality: [item] * images})
     processed = processor(" ".join([prompt] * images), items)
-    length = int(processed["mm_placeholders"]["image"][-1].length)
+    length = int(processed["mm_placeholders"][modality][-1].length)
     if count in EMBEDDINGS:
         embeddings = EMBEDDINGS[count](processed["mm_kwargs"]["image"][-1], processor)
         if embeddings != length:
@@ -422,7 +520,13 @@ def run_family(family: dict[str, Any]) -> dict[str, Any]:
     applied = [
         _answer(
             lambda w=w, h=h: _applied(
-                processor, family["prompt"], w, h, family["count"], family.get("images", 1)
+                processor,
+                family["prompt"],
+                w,
+                h,
+                family["count"],
+                family.get("images", 1),
+                family.get("modality", "image"),
             )
         )
         for w, h in family["apply"]

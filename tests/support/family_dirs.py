@@ -1058,3 +1058,368 @@ def write_h2ovl_dir(directory: Path, **values: Any) -> Path:
         model_type="h2ovl_chat",
         **{"max_dynamic_patch": 6, "use_msac": True, "select_layer": -1, **values},
     )
+
+
+# -- Kimi-K2.5 ------------------------------------------------------------------------------
+
+KIMI_K25_SPECIAL = (
+    "[UNK]", "[EOS]", "<|im_user|>", "<|im_middle|>", "<|im_end|>", "<|media_begin|>",
+    "<|media_content|>", "<|media_end|>", "<|media_pad|>", "<|kimi_k25_video_placeholder|>",
+)  # fmt: skip
+# The chat template's image: <|media_begin|>image<|media_content|><|media_pad|><|media_end|>
+# (vLLM's KimiK25ForConditionalGeneration.get_placeholder_str); words split on spaces here.
+KIMI_K25_PROMPT = (
+    "hello <|media_begin|> image <|media_content|> <|media_pad|> <|media_end|> describe"
+)
+
+# moonshotai/Kimi-K2.5's preprocessor_config.json media_proc_cfg (the same values as
+# transformers' Kimi_K25ImageProcessor defaults, taken from Kimi-K2.6: 16,384 patches of 14 px
+# at most, 512 patches a side, merged 2 x 2).
+KIMI_K25_MEDIA_PROC_CFG: dict[str, Any] = {
+    "in_patch_limit": 16384,
+    "patch_size": 14,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "merge_kernel_size": 2,
+    "fixed_output_tokens": None,
+    "patch_limit_on_one_side": 512,
+    "in_patch_limit_each_frame": 4096,
+    "in_patch_limit_video": None,
+    "sample_fps": 2.0,
+    "max_num_frames_each_video": None,
+    "temporal_merge_kernel_size": 4,
+    "timestamp_mode": "hh:mm:ss.fff",
+    "config_type": "media_proc.processors.moonvit.MoonViTMediaProcessorConfig",
+}
+
+
+def write_kimi_k25_dir(directory: Path, **media_proc_cfg: Any) -> Path:
+    """moonshotai/Kimi-K2.5: MoonViT (14 px patches merged 2 x 2) under a DeepSeek-V3 text
+    tower (shrunk to two layers); ``media_proc_cfg`` values override the shipped ones."""
+    vocab = write_tokenizer(
+        directory,
+        KIMI_K25_SPECIAL,
+        {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "eos_token": "[EOS]"},
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["KimiK25ForConditionalGeneration"],
+            "model_type": "kimi_k25",
+            "torch_dtype": "bfloat16",
+            "image_token_id": vocab["<|media_pad|>"],
+            "media_placeholder_token_id": vocab["<|media_pad|>"],
+            "use_unified_vision_chunk": True,
+            "video_placeholder": "<|kimi_k25_video_placeholder|>",
+            "vision_config": {
+                "model_type": "kimi_k25_vision",
+                "patch_size": 14,
+                "merge_kernel_size": [2, 2],
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+            },
+            "text_config": {
+                "model_type": "deepseek_v3",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "moe_intermediate_size": 32,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 2,
+                "n_routed_experts": 4,
+                "num_experts_per_tok": 2,
+                "kv_lora_rank": 16,
+                "q_lora_rank": 32,
+                "qk_rope_head_dim": 8,
+                "qk_nope_head_dim": 16,
+                "v_head_dim": 16,
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 262144,
+                "torch_dtype": "bfloat16",
+            },
+        },
+    )
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {"media_proc_cfg": {**KIMI_K25_MEDIA_PROC_CFG, **media_proc_cfg}},
+    )
+    return directory
+
+
+# -- Kimi-VL --------------------------------------------------------------------------------
+
+KIMI_VL_SPECIAL = (
+    "[UNK]", "[EOS]", "<|im_user|>", "<|im_middle|>", "<|im_end|>", "<|media_start|>",
+    "<|media_content|>", "<|media_end|>", "<|media_pad|>",
+)  # fmt: skip
+KIMI_VL_PROMPT = (
+    "hello <|media_start|> image <|media_content|> <|media_pad|> <|media_end|> describe"
+)
+
+# The checkpoint's remote image processor (image_processing_kimi_vl.py), which cannot be
+# fetched here, cut to what vLLM reads of it (patch_size, merge_kernel_size, in_token_limit)
+# and its resize as public ports of it show: scaled to in_token_limit patches, padded to cells
+# (pad_input), refused where a side reaches 512 patches ("Exceed pos emb"). vLLM counts the
+# tokens itself from the three values; the stand-in lets its processor be built at all.
+_KIMI_VL_IMAGE_PROCESSOR_MODULE = """
+import math
+
+import numpy as np
+import torch
+from PIL import Image
+from transformers.image_processing_utils import BaseImageProcessor, BatchFeature
+
+
+class KimiVLImageProcessor(BaseImageProcessor):
+    model_type = "kimi_vl"
+    model_input_names = ["pixel_values", "image_grid_hws"]
+
+    def __init__(self, patch_size=14, pad_input=False, image_mean=(0.5, 0.5, 0.5),
+                 image_std=(0.5, 0.5, 0.5), in_token_limit=4096, merge_kernel_size=(2, 2),
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.patch_size = patch_size
+        self.pad_input = pad_input
+        self.image_mean = image_mean
+        self.image_std = image_std
+        self.in_token_limit = in_token_limit
+        self.merge_kernel_size = list(merge_kernel_size)
+
+    def resize_to_cells(self, image):
+        w, h = image.size
+        patch = self.patch_size
+        if (w // patch) * (h // patch) > self.in_token_limit:
+            scale = math.sqrt(self.in_token_limit / ((w // patch) * (h // patch)))
+            image = image.resize((int(w * scale), int(h * scale)), Image.Resampling.BICUBIC)
+        new_w, new_h = image.size
+        cell_h, cell_w = self.merge_kernel_size[0] * patch, self.merge_kernel_size[1] * patch
+        pad_h, pad_w = (cell_h - new_h % cell_h) % cell_h, (cell_w - new_w % cell_w) % cell_w
+        padded = Image.new("RGB", (new_w + pad_w, new_h + pad_h))
+        padded.paste(image, (0, 0))
+        w, h = padded.size
+        if w // patch >= 512 or h // patch >= 512:
+            raise ValueError("Exceed pos emb")
+        return padded
+
+    def preprocess(self, images, return_tensors=None, **kwargs):
+        if not isinstance(images, (list, tuple)):
+            images = [images]
+        pixel_values, grids = [], []
+        patch = self.patch_size
+        for image in images:
+            array = np.asarray(self.resize_to_cells(image.convert("RGB")), dtype=np.float32)
+            array = (array / 255.0 - 0.5) / 0.5
+            h, w = array.shape[0] // patch, array.shape[1] // patch
+            tensor = torch.from_numpy(array).permute(2, 0, 1)
+            patches = tensor.reshape(3, h, patch, w, patch).permute(1, 3, 0, 2, 4)
+            pixel_values.append(patches.reshape(-1, 3, patch, patch))
+            grids.append([h, w])
+        return BatchFeature(
+            data={"pixel_values": torch.cat(pixel_values), "image_grid_hws": torch.tensor(grids)},
+            tensor_type=return_tensors,
+        )
+"""
+
+# The checkpoint's remote processor (processing_kimi_vl.py): expands each <|media_pad|> to the
+# image's merged cells, as vLLM's prompt update then checks.
+_KIMI_VL_PROCESSOR_MODULE = """
+from transformers import BatchFeature
+from transformers.processing_utils import ProcessorMixin
+
+
+class KimiVLProcessor(ProcessorMixin):
+    attributes = ["image_processor", "tokenizer"]
+    image_processor_class = "AutoImageProcessor"
+    tokenizer_class = "AutoTokenizer"
+
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+        self.image_token = "<|media_pad|>"
+        super().__init__(image_processor, tokenizer, chat_template=chat_template)
+
+    def __call__(self, images=None, text=None, return_tensors=None, **kwargs):
+        image_inputs = {}
+        if images is not None:
+            image_inputs = self.image_processor.preprocess(images, return_tensors="pt")
+        text = [text] if isinstance(text, str) else list(text)
+        if image_inputs:
+            merge = self.image_processor.merge_kernel_size
+            grids = image_inputs["image_grid_hws"]
+            counts = [int(grid.prod()) // (merge[0] * merge[1]) for grid in grids]
+            expanded = []
+            for prompt in text:
+                while self.image_token in prompt:
+                    prompt = prompt.replace(self.image_token, "<|placeholder|>" * counts.pop(0), 1)
+                expanded.append(prompt.replace("<|placeholder|>", self.image_token + " "))
+            text = expanded
+        text_inputs = self.tokenizer(text)
+        return BatchFeature(data={**text_inputs, **image_inputs}, tensor_type=return_tensors)
+"""
+
+
+def write_kimi_vl_dir(directory: Path, **image_processor: Any) -> Path:
+    """moonshotai/Kimi-VL-A3B-Instruct: MoonViT (14 px patches merged 2 x 2) under a Moonlight
+    (DeepSeek-V3-shaped) text tower, shrunk to two layers; its preprocessor_config.json (4,096
+    patches, padded to cells), ``image_processor`` values over it."""
+    vocab = write_tokenizer(
+        directory,
+        KIMI_VL_SPECIAL,
+        {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "eos_token": "[EOS]"},
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["KimiVLForConditionalGeneration"],
+            "model_type": "kimi_vl",
+            "torch_dtype": "bfloat16",
+            "media_placeholder_token_id": vocab["<|media_pad|>"],
+            "vision_config": {
+                "model_type": "moonvit",
+                "patch_size": 14,
+                "merge_kernel_size": [2, 2],
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+            },
+            "text_config": {
+                "model_type": "deepseek_v3",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "moe_intermediate_size": 32,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 2,
+                "n_routed_experts": 4,
+                "num_experts_per_tok": 2,
+                "kv_lora_rank": 16,
+                "q_lora_rank": None,
+                "qk_rope_head_dim": 8,
+                "qk_nope_head_dim": 16,
+                "v_head_dim": 16,
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 131072,
+            },
+        },
+    )
+    (directory / "image_processing_kimi_vl.py").write_text(_KIMI_VL_IMAGE_PROCESSOR_MODULE)
+    (directory / "processing_kimi_vl.py").write_text(_KIMI_VL_PROCESSOR_MODULE)
+    auto_map = {
+        "AutoImageProcessor": "image_processing_kimi_vl.KimiVLImageProcessor",
+        "AutoProcessor": "processing_kimi_vl.KimiVLProcessor",
+    }
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "auto_map": auto_map,
+            "image_processor_type": "KimiVLImageProcessor",
+            "processor_class": "KimiVLProcessor",
+            "in_token_limit": 4096,
+            "patch_size": 14,
+            "num_pooled_tokens": 1024,
+            "merge_kernel_size": [2, 2],
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            "pad_input": True,
+            **image_processor,
+        },
+    )
+    write_json(
+        directory,
+        "processor_config.json",
+        {"auto_map": auto_map, "processor_class": "KimiVLProcessor"},
+    )
+    return directory
+
+
+# -- LFM2-VL --------------------------------------------------------------------------------
+
+LFM2_VL_SPECIAL = (
+    "<|pad|>", "<|startoftext|>", "<|im_end|>", "<image>", "<|image_start|>", "<|image_end|>",
+    "<|img_thumbnail|>",
+    *(f"<|img_row_{row}_col_{col}|>" for row in range(1, 11) for col in range(1, 11)),
+)  # fmt: skip
+LFM2_VL_PROMPT = "hello <image> describe"
+
+# LiquidAI/LFM2-VL-1.6B's preprocessor_config.json: transformers' Lfm2VlImageProcessor
+# defaults, which were taken from it (16 px patches downsampled 2 x 2, thumbnails of 64 to 256
+# tokens, 2 to 10 tiles of 512 px for an image over twice that).
+LFM2_VL_IMAGE_PROCESSOR: dict[str, Any] = {
+    "image_processor_type": "Lfm2VlImageProcessor",
+    "do_image_splitting": True,
+    "downsample_factor": 2,
+    "encoder_patch_size": 16,
+    "max_image_tokens": 256,
+    "min_image_tokens": 64,
+    "max_num_patches": 1024,
+    "max_pixels_tolerance": 2.0,
+    "max_tiles": 10,
+    "min_tiles": 2,
+    "tile_size": 512,
+    "use_thumbnail": True,
+    "do_pad": True,
+    "do_rescale": True,
+    "rescale_factor": 1 / 255,
+    "do_normalize": True,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "resample": 2,
+}
+
+
+def write_lfm2_vl_dir(directory: Path, **image_processor: Any) -> Path:
+    """LiquidAI/LFM2-VL-1.6B: a SigLIP2 NaFlex tower of 16 px patches under a two-layer LFM2
+    text tower (one short-convolution layer, one attention layer); ``image_processor`` values
+    over the shipped ones."""
+    vocab = write_tokenizer(
+        directory,
+        LFM2_VL_SPECIAL,
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "pad_token": "<|pad|>",
+            "bos_token": "<|startoftext|>",
+            "eos_token": "<|im_end|>",
+        },
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Lfm2VlForConditionalGeneration"],
+            "model_type": "lfm2_vl",
+            "torch_dtype": "bfloat16",
+            "image_token_id": vocab["<image>"],
+            "downsample_factor": 2,
+            "projector_hidden_size": 64,
+            "vision_config": {
+                "model_type": "siglip2_vision_model",
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "num_patches": 256,
+                "patch_size": 16,
+            },
+            "text_config": {
+                "model_type": "lfm2",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "layer_types": ["conv", "full_attention"],
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 128000,
+            },
+        },
+    )
+    write_json(
+        directory, "preprocessor_config.json", {**LFM2_VL_IMAGE_PROCESSOR, **image_processor}
+    )
+    write_json(directory, "processor_config.json", {"processor_class": "Lfm2VlProcessor"})
+    return directory

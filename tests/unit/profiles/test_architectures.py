@@ -138,9 +138,9 @@ def test_llama_3_2_vision_is_no_built_in_profile_any_more() -> None:
 def test_an_architecture_without_a_rule_names_itself_and_the_engine_pricing(
     tmp_path: Path,
 ) -> None:
-    config = {"architectures": ["KimiVLForConditionalGeneration"], "model_type": "kimi_vl"}
+    config = {"architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3"}
     with pytest.raises(
-        ConfigurationError, match=r"KimiVLForConditionalGeneration.*SIDECAR_PRICING=engine"
+        ConfigurationError, match=r"KimiK3ForConditionalGeneration.*SIDECAR_PRICING=engine"
     ):
         load_profile(_model_dir(tmp_path, config))
 

@@ -9,6 +9,7 @@ import pytest
 
 from sidecar.errors import ConfigurationError
 from sidecar.profiles import ProfileOverrides, load_profile
+from sidecar.profiles.processor_kwargs import ProcessorKwargs
 from sidecar.settings import Settings
 from tests.support.family_dirs import write_minicpmv4_6_dir
 
@@ -90,8 +91,8 @@ def test_unset_is_no_knob(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_engine_priced_model_takes_any_knob(tmp_path: Path) -> None:
     # vLLM counts such a model's images itself, with its own kwargs: nothing to price here.
     config = {
-        "architectures": ["KimiVLForConditionalGeneration"],
-        "model_type": "kimi_vl",
+        "architectures": ["KimiK3ForConditionalGeneration"],
+        "model_type": "kimi_k3",
         "text_config": {
             "hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 2,
             "max_position_embeddings": 4096,
@@ -100,4 +101,16 @@ def test_an_engine_priced_model_takes_any_knob(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(config))
     overrides = kwargs({"in_token_limit": 2048})
     profile = load_profile(str(tmp_path), overrides, engine_only=True)
-    assert profile.architecture.name == "KimiVLForConditionalGeneration"
+    assert profile.architecture.name == "KimiK3ForConditionalGeneration"
+
+
+def test_a_top_level_only_family_refuses_its_knobs_under_images_kwargs() -> None:
+    # LFM2-VL's vLLM grid reads tile_size at the top level; its processor reads images_kwargs.
+    knobs = ProcessorKwargs.from_settings_values({"images_kwargs": {"tile_size": 384}})
+    with pytest.raises(ConfigurationError, match="tile_size under images_kwargs"):
+        knobs.for_family("m", "lfm2_vl", frozenset({"tile_size"}), top_level_only=True)
+    assert knobs.for_family("m", "gemma4", frozenset({"tile_size"})) == {"tile_size": 384}
+    top = ProcessorKwargs.from_settings_values({"tile_size": 384})
+    assert top.for_family("m", "lfm2_vl", frozenset({"tile_size"}), top_level_only=True) == {
+        "tile_size": 384
+    }

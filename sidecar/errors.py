@@ -40,22 +40,26 @@ import re
 from http import HTTPStatus
 from typing import ClassVar, Self
 
-# vLLM's own names where it answers with the status; the same style where it never does.
-ERROR_TYPES = {
+# The names vLLM 0.33 itself gives its errors, by status
+# (``entrypoints/serve/exception_handling/error_response.py``); it answers any other status
+# with its reason phrase. The stand-in answers with these.
+VLLM_ERROR_TYPES = {
     400: "BadRequestError",
-    403: "PermissionDeniedError",
     404: "NotFoundError",
-    408: "RequestTimeoutError",
-    413: "RequestTooLargeError",
     422: "UnprocessableEntityError",
-    429: "RateLimitError",
     500: "InternalServerError",
     501: "NotImplementedError",
+}
+# The sidecar's: vLLM's own names, and the same style for the statuses vLLM never answers with.
+ERROR_TYPES = VLLM_ERROR_TYPES | {
+    403: "PermissionDeniedError",
+    408: "RequestTimeoutError",
+    413: "RequestTooLargeError",
+    429: "RateLimitError",
     502: "BadGatewayError",
     503: "ServiceUnavailableError",
     504: "GatewayTimeoutError",
 }
-
 
 def error_type_for(status: int) -> str:
     """The ``type`` for a status, as vLLM names its errors."""

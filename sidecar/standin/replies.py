@@ -42,7 +42,7 @@ import orjson
 import pybase64
 from PIL import Image, UnidentifiedImageError
 
-from sidecar.errors import ImageError
+from sidecar.errors import VLLM_ERROR_TYPES, ImageError
 from sidecar.images.probe import probe_base64
 from sidecar.standin.config import (
     CRUDE_TOKENS_PER_IMAGE,
@@ -88,8 +88,6 @@ def _validation_error(message: str, param: str, value: object | None = None) -> 
     return StandinRequestError(400, f"{message} ({suffix})", param=param)
 
 
-_ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 422: "UnprocessableEntityError"}
-_ERROR_TYPES |= {500: "InternalServerError", 501: "NotImplementedError"}
 _MESSAGES = {
     500: "The server had an error while processing your request.",
     503: "The engine is currently busy and cannot accept new requests. "
@@ -108,7 +106,7 @@ def error_body(
     """vLLM's error body for ``status`` (``code`` equals the HTTP status); on ``/v1/messages``
     vLLM 0.32 wraps the same type and message in Anthropic's envelope."""
     text = message or _MESSAGES.get(status, f"Stand-in fault: HTTP {status}.")
-    kind = kind or _ERROR_TYPES.get(status) or _phrase(status)
+    kind = kind or VLLM_ERROR_TYPES.get(status) or _phrase(status)
     if anthropic:
         return {"type": "error", "error": {"type": kind, "message": text}}
     return {"error": {"message": text, "type": kind, "param": param, "code": status}}

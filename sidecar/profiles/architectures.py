@@ -543,6 +543,24 @@ _TABLE: tuple[Architecture, ...] = (
         "Exceed pos emb); no kwargs priced",
         proof=BY_COUNT_STANDIN,
     ),
+    # --- Keye-VL ---------------------------------------------------------------------------------
+    _rule(
+        "KeyeForConditionalGeneration",
+        "keye",
+        "keye",
+        "Keye",
+        note="KeyeProcessingInfo._get_vision_info: vLLM's copy of Keye's smart_resize (28 px, "
+        "PaddleOCR-VL's) within the image processor's min/max_pixels; no kwargs priced",
+        proof=BY_COUNT_STANDIN,
+    ),
+    _rule(
+        "KeyeVL1_5ForConditionalGeneration",
+        "keye_vl1_5",
+        "keye",
+        "KeyeVL1_5",
+        note="KeyeVL1_5ProcessingInfo inherits Keye's count for images (videos not priced)",
+        proof=BY_COUNT_STANDIN,
+    ),
     # --- LFM2-VL ----------------------------------------------------------------------------------
     _rule(
         "Lfm2VlForConditionalGeneration",
@@ -588,8 +606,6 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("Glm5NextForConditionalGeneration", "vllm.models.glm5next"),
     _engine("IsaacForConditionalGeneration", "isaac"),
     _engine("KananaVForConditionalGeneration", "kanana_v"),
-    _engine("KeyeForConditionalGeneration", "keye"),
-    _engine("KeyeVL1_5ForConditionalGeneration", "keye_vl1_5"),
     _engine("KimiK3ForConditionalGeneration", "vllm.models.kimi_k3"),
     _engine("MiMoV2OmniForCausalLM", "mimo_v2_omni"),
     _engine("MiniMaxM3SparseForConditionalGeneration", "vllm.models.minimax_m3"),

@@ -602,7 +602,13 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("DeepseekV41ForCausalLM", "vllm.models.deepseek_v41"),
     _engine("Dots3NoteForCausalLM", "vllm.models.dots3_note"),
     _engine("UnlimitedOCRForCausalLM", "unlimited_ocr"),
-    _engine("Ernie4_5_VLMoeForConditionalGeneration", "ernie45_vl"),
+    _engine(
+        "Ernie4_5_VLMoeForConditionalGeneration",
+        "ernie45_vl",
+        "served only through the checkpoint's remote processor (vLLM reads its "
+        "spatial_conv_size and images/grid_thw outputs, which transformers' "
+        "Ernie4_5_VLMoeProcessor lacks); that code is absent here",
+    ),
     _engine("Glm5NextForConditionalGeneration", "vllm.models.glm5next"),
     _engine("IsaacForConditionalGeneration", "isaac"),
     _engine("KananaVForConditionalGeneration", "kanana_v"),
@@ -625,8 +631,13 @@ _TABLE: tuple[Architecture, ...] = (
         "2.6 / 4.0 / 4.5: vLLM leaves the grid and markup to the checkpoint's remote "
         "image_processing_minicpmv.py, not available here to prove a rule against",
     ),
-    _engine("MolmoForCausalLM", "molmo"),
-    _engine("Molmo2ForConditionalGeneration", "molmo2"),
+    _engine("MolmoForCausalLM", "molmo", "crops and pooling in vLLM's own code; no rule yet"),
+    _engine(
+        "Molmo2ForConditionalGeneration",
+        "molmo2",
+        "Molmo2ProcessingInfo.get_num_image_tokens over transformers' Molmo2 processor: "
+        "no rule yet",
+    ),
     _engine("Moondream3ForCausalLM", "moondream3"),
     _engine("HfMoondream", "moondream3"),
     _engine("MuseGlimmerForConditionalGeneration", "muse_glimmer"),

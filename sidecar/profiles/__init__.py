@@ -48,6 +48,7 @@ from sidecar.vision.idefics3 import SplitImageRule
 from sidecar.vision.internvl import InternVLRule
 from sidecar.vision.internvl_chat import PROCESSOR_KNOBS as INTERNVL_CHAT_KNOBS
 from sidecar.vision.internvl_chat import InternVLChatRule
+from sidecar.vision.keye import KeyeRule
 from sidecar.vision.lfm2_vl import PROCESSOR_KNOBS as LFM2_VL_KNOBS
 from sidecar.vision.lfm2_vl import Lfm2VlRule
 from sidecar.vision.llama4 import Llama4Rule
@@ -131,6 +132,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "kimi_k25": KimiK25Rule.from_configs,
     "kimi_vl": KimiVLRule.from_configs,
     "lfm2_vl": Lfm2VlRule.from_configs,
+    "keye": KeyeRule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -155,9 +157,9 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg; and
-# Kimi-VL, whose remote processor (not run here) receives every kwarg: none is priced.
+# Kimi-VL and Keye, whose remote processor (not run here) receives every kwarg: none is priced.
 KNOBS_ONLY = frozenset(
-    {"internvl_chat", "eagle2_5_vl", "nvlm_d", "nano_nemotron_vl", "h2ovl", "kimi_vl"}
+    {"internvl_chat", "eagle2_5_vl", "nvlm_d", "nano_nemotron_vl", "h2ovl", "kimi_vl", "keye"}
 )
 # Families whose vLLM processor reads a knob under images_kwargs before the top level's.
 SCOPED_FIRST = frozenset({"minicpmv4_6", "minicpmv4_7"})

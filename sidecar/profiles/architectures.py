@@ -543,6 +543,24 @@ _TABLE: tuple[Architecture, ...] = (
         "Exceed pos emb); no kwargs priced",
         proof=BY_COUNT_STANDIN,
     ),
+    # --- Keye-VL ---------------------------------------------------------------------------------
+    _rule(
+        "KeyeForConditionalGeneration",
+        "keye",
+        "keye",
+        "Keye",
+        note="KeyeProcessingInfo._get_vision_info: vLLM's copy of Keye's smart_resize (28 px, "
+        "PaddleOCR-VL's) within the image processor's min/max_pixels; no kwargs priced",
+        proof=BY_COUNT_STANDIN,
+    ),
+    _rule(
+        "KeyeVL1_5ForConditionalGeneration",
+        "keye_vl1_5",
+        "keye",
+        "KeyeVL1_5",
+        note="KeyeVL1_5ProcessingInfo inherits Keye's count for images (videos not priced)",
+        proof=BY_COUNT_STANDIN,
+    ),
     # --- LFM2-VL ----------------------------------------------------------------------------------
     _rule(
         "Lfm2VlForConditionalGeneration",
@@ -584,12 +602,16 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("DeepseekV41ForCausalLM", "vllm.models.deepseek_v41"),
     _engine("Dots3NoteForCausalLM", "vllm.models.dots3_note"),
     _engine("UnlimitedOCRForCausalLM", "unlimited_ocr"),
-    _engine("Ernie4_5_VLMoeForConditionalGeneration", "ernie45_vl"),
+    _engine(
+        "Ernie4_5_VLMoeForConditionalGeneration",
+        "ernie45_vl",
+        "served only through the checkpoint's remote processor (vLLM reads its "
+        "spatial_conv_size and images/grid_thw outputs, which transformers' "
+        "Ernie4_5_VLMoeProcessor lacks); that code is absent here",
+    ),
     _engine("Glm5NextForConditionalGeneration", "vllm.models.glm5next"),
     _engine("IsaacForConditionalGeneration", "isaac"),
     _engine("KananaVForConditionalGeneration", "kanana_v"),
-    _engine("KeyeForConditionalGeneration", "keye"),
-    _engine("KeyeVL1_5ForConditionalGeneration", "keye_vl1_5"),
     _engine("KimiK3ForConditionalGeneration", "vllm.models.kimi_k3"),
     _engine("MiMoV2OmniForCausalLM", "mimo_v2_omni"),
     _engine("MiniMaxM3SparseForConditionalGeneration", "vllm.models.minimax_m3"),
@@ -609,8 +631,13 @@ _TABLE: tuple[Architecture, ...] = (
         "2.6 / 4.0 / 4.5: vLLM leaves the grid and markup to the checkpoint's remote "
         "image_processing_minicpmv.py, not available here to prove a rule against",
     ),
-    _engine("MolmoForCausalLM", "molmo"),
-    _engine("Molmo2ForConditionalGeneration", "molmo2"),
+    _engine("MolmoForCausalLM", "molmo", "crops and pooling in vLLM's own code; no rule yet"),
+    _engine(
+        "Molmo2ForConditionalGeneration",
+        "molmo2",
+        "Molmo2ProcessingInfo.get_num_image_tokens over transformers' Molmo2 processor: "
+        "no rule yet",
+    ),
     _engine("Moondream3ForCausalLM", "moondream3"),
     _engine("HfMoondream", "moondream3"),
     _engine("MuseGlimmerForConditionalGeneration", "muse_glimmer"),

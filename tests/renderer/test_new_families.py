@@ -470,6 +470,19 @@ FAMILIES = (
         lambda directory: family_dirs.write_kimi_vl_dir(directory, in_token_limit=16384),
         "kimi_vl", family_dirs.KIMI_VL_PROMPT,
     ),
+    # Keye-VL / 1.5: vLLM's own count, over a stand-in for the checkpoint's remote processor
+    # (tests.support.family_dirs: the resize vLLM copied from it, over its own bounds).
+    Family(
+        "keye-vl", family_dirs.write_keye_dir, "keye", family_dirs.KEYE_PROMPT,
+        apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "keye-vl-1.5-max_pixels-200704",
+        lambda directory: family_dirs.write_keye_dir(
+            directory, architecture="KeyeVL1_5ForConditionalGeneration", max_pixels=200704
+        ),
+        "keye", family_dirs.KEYE_PROMPT,
+    ),
     # LFM2-VL: transformers' own processor; the last sample's thumbnail outgrows its tiles.
     Family(
         "lfm2-vl", family_dirs.write_lfm2_vl_dir, "lfm2_vl", family_dirs.LFM2_VL_PROMPT,

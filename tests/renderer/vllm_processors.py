@@ -215,6 +215,28 @@ def _paddleocr_vl(processor: Any) -> Count:
     return count
 
 
+def _keye(processor: Any) -> Count:
+    # KeyeMultiModalProcessor._get_prompt_updates takes the remote processor's image_grid_thw
+    # (a stand-in here); vLLM's own get_num_image_tokens computes the same grid with its copy
+    # of that processor's smart_resize, which raises past 200:1. An image resized to no pixels
+    # counts 0 there, but no processor can make it.
+    info = processor.info
+    image_processor = info.get_image_processor()
+
+    def count(width: int, height: int) -> int:
+        tokens = int(
+            info.get_num_image_tokens(
+                image_width=width, image_height=height, image_processor=image_processor,
+                mm_kwargs={},
+            )
+        )  # fmt: skip
+        if tokens == 0:
+            raise ValueError(f"no patches: {width}x{height}")
+        return tokens
+
+    return count
+
+
 def _ovis2_5(processor: Any) -> Count:
     # Ovis2_5MultiModalProcessor._get_prompt_updates.get_replacement_ovis takes the grid the
     # HF processor made (preprocess_multidata: its smart_resize, then patches of patch_size);
@@ -430,6 +452,7 @@ COUNTS: dict[str, Callable[[Any], Count]] = {
     "minicpmv4_6-image-12": lambda processor: _minicpmv4_6(processor, image_index=12),
     "lfm2_vl": _lfm2_vl,
     "kimi_vl": _kimi_vl,
+    "keye": _keye,
     "kimi_k25": _kimi_k25,
     "ovis2_5": _ovis2_5,
     "nvlm_d": _nvlm_d,

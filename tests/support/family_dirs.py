@@ -1423,3 +1423,200 @@ def write_lfm2_vl_dir(directory: Path, **image_processor: Any) -> Path:
     )
     write_json(directory, "processor_config.json", {"processor_class": "Lfm2VlProcessor"})
     return directory
+
+
+# -- Keye-VL --------------------------------------------------------------------------------
+
+KEYE_SPECIAL = (
+    "<unk>", "<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
+    "<|video_pad|>",
+)  # fmt: skip
+# vLLM's KeyeForConditionalGeneration.get_placeholder_str; words split on spaces here.
+KEYE_PROMPT = "hello <|vision_start|> <|image_pad|> <|vision_end|> describe"
+
+# The checkpoint's remote configuration (configuration_keye.py): a Qwen3 text tower with the
+# vision tower's values under vision_config, cut to what vLLM reads.
+_KEYE_CONFIG_MODULE = """
+from transformers import PretrainedConfig, Qwen3Config
+
+
+class KeyeVisionConfig(PretrainedConfig):
+    model_type = "Keye"
+    base_config_key = "vision_config"
+
+    def __init__(self, patch_size=14, spatial_merge_size=2, hidden_size=32, **kwargs):
+        super().__init__(**kwargs)
+        self.patch_size = patch_size
+        self.spatial_merge_size = spatial_merge_size
+        self.hidden_size = hidden_size
+
+
+class KeyeConfig(Qwen3Config):
+    model_type = "Keye"
+    sub_configs = {"vision_config": KeyeVisionConfig}
+
+    def __init__(self, vision_config=None, **kwargs):
+        if isinstance(vision_config, dict):
+            vision_config = KeyeVisionConfig(**vision_config)
+        self.vision_config = vision_config or KeyeVisionConfig()
+        super().__init__(**kwargs)
+"""
+
+# A stand-in for the checkpoint's remote image processor (image_processing_keye.py, which
+# cannot be fetched here), written from its public ports: the smart_resize vLLM copied into
+# keye.py, over the processor's own min_pixels/max_pixels (its size dict mirrors them), then
+# patches of patch_size and image_grid_thw (1, h, w). vLLM reads size and merge_size of it.
+_KEYE_IMAGE_PROCESSOR_MODULE = """
+import math
+
+import numpy as np
+import torch
+from PIL import Image
+from transformers.image_processing_utils import BaseImageProcessor, BatchFeature
+
+
+def keye_resize(height, width, factor, min_pixels, max_pixels):
+    if height < factor:
+        width, height = round(width * factor / height), factor
+    if width < factor:
+        height, width = round(height * factor / width), factor
+    if max(height, width) / min(height, width) > 200:
+        raise ValueError("absolute aspect ratio must be smaller than 200")
+    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = math.floor(height / beta / factor) * factor
+        w_bar = math.floor(width / beta / factor) * factor
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+class SiglipImageProcessor(BaseImageProcessor):
+    model_input_names = ["pixel_values", "image_grid_thw"]
+
+    def __init__(self, min_pixels=28 * 28 * 130, max_pixels=28 * 28 * 1280, patch_size=14,
+                 temporal_patch_size=1, merge_size=2, **kwargs):
+        super().__init__(**kwargs)
+        self.min_pixels = min_pixels
+        self.max_pixels = max_pixels
+        self.patch_size = patch_size
+        self.temporal_patch_size = temporal_patch_size
+        self.merge_size = merge_size
+        self.size = {"min_pixels": min_pixels, "max_pixels": max_pixels}
+
+    def preprocess(self, images, return_tensors=None, **kwargs):
+        if not isinstance(images, (list, tuple)):
+            images = [images]
+        pixel_values, grids = [], []
+        patch = self.patch_size
+        for image in images:
+            width, height = image.size
+            h, w = keye_resize(height, width, patch * self.merge_size, self.min_pixels,
+                               self.max_pixels)
+            resized = image.convert("RGB").resize((w, h), Image.Resampling.BICUBIC)
+            array = (np.asarray(resized, dtype=np.float32) / 255.0 - 0.5) / 0.5
+            tensor = torch.from_numpy(array).permute(2, 0, 1)
+            patches = tensor.reshape(3, h // patch, patch, w // patch, patch)
+            pixel_values.append(patches.permute(1, 3, 0, 2, 4).reshape(-1, 3, patch, patch))
+            grids.append([1, h // patch, w // patch])
+        return BatchFeature(
+            data={"pixel_values": torch.cat(pixel_values), "image_grid_thw": torch.tensor(grids)},
+            tensor_type=return_tensors,
+        )
+"""
+
+# The checkpoint's remote processor (processing_keye.py): expands each <|image_pad|> to the
+# image's merged cells, as vLLM's prompt update then checks.
+_KEYE_PROCESSOR_MODULE = """
+from transformers import BatchFeature
+from transformers.processing_utils import ProcessorMixin
+
+
+class KeyeProcessor(ProcessorMixin):
+    attributes = ["image_processor", "tokenizer"]
+    image_processor_class = "AutoImageProcessor"
+    tokenizer_class = "AutoTokenizer"
+
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+        self.image_token = "<|image_pad|>"
+        self.video_token = "<|video_pad|>"
+        super().__init__(image_processor, tokenizer, chat_template=chat_template)
+
+    def __call__(self, images=None, text=None, videos=None, return_tensors=None, **kwargs):
+        image_inputs = {}
+        if images is not None:
+            image_inputs = self.image_processor.preprocess(images, return_tensors="pt")
+        text = [text] if isinstance(text, str) else list(text)
+        if image_inputs:
+            merge = self.image_processor.merge_size ** 2
+            counts = [int(grid.prod()) // merge for grid in image_inputs["image_grid_thw"]]
+            expanded = []
+            for prompt in text:
+                while self.image_token in prompt:
+                    prompt = prompt.replace(self.image_token, "<|placeholder|>" * counts.pop(0), 1)
+                expanded.append(prompt.replace("<|placeholder|>", self.image_token + " "))
+            text = expanded
+        text_inputs = self.tokenizer(text)
+        return BatchFeature(data={**text_inputs, **image_inputs}, tensor_type=return_tensors)
+"""
+
+
+def write_keye_dir(
+    directory: Path, *, architecture: str = "KeyeForConditionalGeneration", **image_processor: Any
+) -> Path:
+    """Kwai-Keye/Keye-VL-8B-Preview (and Keye-VL-1.5-8B, ``architecture``): a SigLIP tower of
+    14 px patches merged 2 x 2 under a Qwen3 text tower, shrunk to two layers; the image
+    processor's bounds are its own defaults (the checkpoint's file is not here), with
+    ``image_processor`` values over them."""
+    vocab = write_tokenizer(
+        directory,
+        KEYE_SPECIAL,
+        {"tokenizer_class": "Qwen2Tokenizer", "unk_token": "<unk>", "eos_token": "<|endoftext|>"},
+    )
+    model_type = "KeyeVL1_5" if architecture.startswith("KeyeVL1_5") else "Keye"
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": [architecture],
+            "model_type": model_type,
+            "auto_map": {"AutoConfig": "configuration_keye.KeyeConfig"},
+            "torch_dtype": "bfloat16",
+            "image_token_id": vocab["<|image_pad|>"],
+            "video_token_id": vocab["<|video_pad|>"],
+            "vision_config": {"patch_size": 14, "spatial_merge_size": 2, "hidden_size": 32},
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 32,
+            "vocab_size": len(vocab) + 16,
+            "max_position_embeddings": 40960,
+        },
+    )
+    config_module = _KEYE_CONFIG_MODULE.replace('"Keye"', repr(model_type).replace("'", '"'))
+    (directory / "configuration_keye.py").write_text(config_module)
+    (directory / "image_processing_keye.py").write_text(_KEYE_IMAGE_PROCESSOR_MODULE)
+    (directory / "processing_keye.py").write_text(_KEYE_PROCESSOR_MODULE)
+    auto_map = {
+        "AutoImageProcessor": "image_processing_keye.SiglipImageProcessor",
+        "AutoProcessor": "processing_keye.KeyeProcessor",
+    }
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "auto_map": auto_map,
+            "image_processor_type": "SiglipImageProcessor",
+            "processor_class": "KeyeProcessor",
+            "patch_size": 14,
+            "merge_size": 2,
+            "temporal_patch_size": 1,
+            **image_processor,
+        },
+    )
+    return directory

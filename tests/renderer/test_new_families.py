@@ -500,6 +500,25 @@ FAMILIES = (
         "lfm2_vl", family_dirs.LFM2_VL_PROMPT, {"tile_size": 384},
         trust_remote_code=False,
     ),
+    # Phi-4-multimodal: vLLM's own count, over a stand-in for the checkpoint's remote processor
+    # (tests.support.family_dirs: dynamic_hd, the grid's tie rule, the resize and its refusal).
+    Family(
+        "phi4mm", family_dirs.write_phi4mm_dir, "phi4mm", family_dirs.PHI4MM_PROMPT,
+        apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "phi4mm-dynamic_hd-16", family_dirs.write_phi4mm_dir, "phi4mm",
+        family_dirs.PHI4MM_PROMPT, {"dynamic_hd": 16},
+    ),
+    Family(
+        "phi4mm-dynamic_hd-4", family_dirs.write_phi4mm_dir, "phi4mm",
+        family_dirs.PHI4MM_PROMPT, {"dynamic_hd": 4},
+    ),
+    Family(
+        "phi4mm-preprocessor-dynamic_hd-12",
+        lambda directory: family_dirs.write_phi4mm_dir(directory, dynamic_hd=12),
+        "phi4mm", family_dirs.PHI4MM_PROMPT,
+    ),
 )  # fmt: skip
 
 

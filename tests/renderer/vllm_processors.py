@@ -443,7 +443,27 @@ EMBEDDINGS: dict[str, Callable[[Any, Any], int]] = {
 }
 
 
+def _phi4mm(processor: Any) -> Count:
+    # Phi4MMMultiModalProcessor._get_prompt_updates.get_image_replacement_phi4mm: vLLM's own
+    # get_num_image_tokens (its dynamic_hd read off the HF image processor); then the HF
+    # processor's dynamic_preprocess, which refuses a resized side under 10 px (the stand-in
+    # for the checkpoint's remote processor: not vLLM's code).
+    info = processor.info
+    hf = info.get_hf_processor()
+    image_processor = hf.image_processor
+
+    def count(width: int, height: int) -> int:
+        tokens = int(
+            info.get_num_image_tokens(image_width=width, image_height=height, processor=hf)
+        )
+        image_processor.dynamic_preprocess(_Sized(width, height), image_processor.dynamic_hd)
+        return tokens
+
+    return count
+
+
 COUNTS: dict[str, Callable[[Any], Count]] = {
+    "phi4mm": _phi4mm,
     "deepseek_ocr": _deepseek_ocr,
     "deepseek_ocr2": _deepseek_ocr,
     "deepseek_vl2": _deepseek_vl2(cropping=True),

@@ -1620,3 +1620,208 @@ def write_keye_dir(
         },
     )
     return directory
+
+
+# -- Phi-4-multimodal -----------------------------------------------------------------------
+
+PHI4MM_SPECIAL = ("<unk>", "<|endoftext|>", "<|image_1|>", "<|image_2|>", "<|audio_1|>")
+PHI4MM_PROMPT = "hello <|image_1|> describe"
+
+# The checkpoint's remote config (configuration_phi4mm.py): Phi-3's, plus the fields vLLM reads.
+_PHI4MM_CONFIG_MODULE = """
+from transformers import Phi3Config
+
+
+class Phi4MMConfig(Phi3Config):
+    model_type = "phi4mm"
+
+    def __init__(self, img_processor=None, embd_layer=None, audio_processor=None,
+                 vision_lora=None, speech_lora=None, **kwargs):
+        super().__init__(**kwargs)
+        self.img_processor = img_processor
+        self.embd_layer = embd_layer or {}
+        self.audio_processor = audio_processor
+        self.vision_lora = vision_lora
+        self.speech_lora = speech_lora
+"""
+
+# The checkpoint's remote processor (processing_phi4mm.py), which cannot be fetched here, cut
+# to what vLLM reads of it: the image processor's dynamic_hd and find_closest_aspect_ratio
+# (InternVL's), the audio feature extractor's sampling_rate, and the image processor's
+# dynamic_preprocess as the checkpoint's code has it: the HD grid (vLLM's own
+# _find_target_aspect_ratio), the resize into it, and its refusal where a resized side falls
+# under 10 px ("the aspect ratio is very extreme"). vLLM counts the tokens itself; the
+# stand-in's pixel values are placeholders of the right crop count, not the real crops.
+_PHI4MM_PROCESSOR_MODULE = """
+import math
+
+import numpy as np
+import torch
+from transformers import BatchFeature
+from transformers.feature_extraction_sequence_utils import SequenceFeatureExtractor
+from transformers.image_processing_utils import BaseImageProcessor
+from transformers.processing_utils import ProcessorMixin
+
+
+class Phi4MMImageProcessor(BaseImageProcessor):
+    model_input_names = ["input_image_embeds", "image_sizes", "image_attention_mask"]
+
+    def __init__(self, dynamic_hd=36, **kwargs):
+        super().__init__(**kwargs)
+        self.dynamic_hd = dynamic_hd
+
+    def find_closest_aspect_ratio(self, aspect_ratio, target_ratios, width, height, image_size):
+        best_ratio_diff = float("inf")
+        best_ratio = (1, 1)
+        area = width * height
+        for ratio in target_ratios:
+            target_aspect_ratio = ratio[0] / ratio[1]
+            ratio_diff = abs(aspect_ratio - target_aspect_ratio)
+            if ratio_diff < best_ratio_diff:
+                best_ratio_diff = ratio_diff
+                best_ratio = ratio
+            elif ratio_diff == best_ratio_diff:
+                if area > 0.5 * image_size * image_size * ratio[0] * ratio[1]:
+                    best_ratio = ratio
+        return best_ratio
+
+    def dynamic_preprocess(self, image, max_num, image_size=448):
+        orig_width, orig_height = image.size
+        w_crop_num = math.ceil(orig_width / float(image_size))
+        h_crop_num = math.ceil(orig_height / float(image_size))
+        if w_crop_num * h_crop_num > max_num:
+            ratios = sorted(
+                {(i, j) for i in range(1, max_num + 1) for j in range(1, max_num + 1)
+                 if 1 <= i * j <= max_num},
+                key=lambda x: x[0] * x[1],
+            )
+            grid = self.find_closest_aspect_ratio(
+                orig_width / orig_height, ratios, orig_width, orig_height, image_size
+            )
+        else:
+            grid = (w_crop_num, h_crop_num)
+        target_width, target_height = image_size * grid[0], image_size * grid[1]
+        ratio_width = target_width / orig_width
+        ratio_height = target_height / orig_height
+        if ratio_width < ratio_height:
+            new_size = (target_width, int(orig_height * ratio_width))
+        else:
+            new_size = (int(orig_width * ratio_height), target_height)
+        if min(new_size[1], target_height) < 10 or min(new_size[0], target_width) < 10:
+            raise ValueError(f"the aspect ratio is very extreme {new_size}")
+        return grid, (target_height, target_width)
+
+    def preprocess(self, images, dynamic_hd=None, return_tensors=None, **kwargs):
+        if not isinstance(images, (list, tuple)):
+            images = [images]
+        max_num = self.dynamic_hd if dynamic_hd is None else dynamic_hd
+        grids, sizes = [], []
+        for image in images:
+            grid, size = self.dynamic_preprocess(image.convert("RGB"), max_num)
+            grids.append(grid)
+            sizes.append(list(size))
+        crops = max(1 + g[0] * g[1] for g in grids)
+        embeds = torch.zeros(len(images), crops, 3, 14, 14)
+        mask = torch.ones(len(images), crops, 32, 32, dtype=torch.bool)
+        return BatchFeature(
+            data={"input_image_embeds": embeds, "image_sizes": torch.tensor(sizes),
+                  "image_attention_mask": mask},
+            tensor_type=return_tensors,
+        )
+
+
+class Phi4MMAudioFeatureExtractor(SequenceFeatureExtractor):
+    model_input_names = ["input_audio_embeds"]
+
+    def __init__(self, **kwargs):
+        super().__init__(feature_size=80, sampling_rate=16000, padding_value=0.0, **kwargs)
+
+
+class Phi4MMProcessor(ProcessorMixin):
+    attributes = ["image_processor", "tokenizer"]
+    image_processor_class = "AutoImageProcessor"
+    tokenizer_class = "AutoTokenizer"
+
+    def __init__(self, image_processor=None, tokenizer=None, **kwargs):
+        super().__init__(image_processor, tokenizer)
+        self.audio_processor = Phi4MMAudioFeatureExtractor()
+
+    def __call__(self, text=None, images=None, audios=None, return_tensors=None, **kwargs):
+        image_inputs = {}
+        if images:
+            image_inputs = self.image_processor.preprocess(images, return_tensors="pt")
+        text = [text] if isinstance(text, str) else list(text or [""])
+        text_inputs = self.tokenizer(text)
+        return BatchFeature(data={**text_inputs, **image_inputs}, tensor_type=return_tensors)
+"""
+
+
+def write_phi4mm_dir(directory: Path, **image_processor: Any) -> Path:
+    """microsoft/Phi-4-multimodal-instruct: SigLIP-so400m at 448 px (14 px patches, 2 x 2
+    compressed) over HD crops, ``dynamic_hd`` 36 in its preprocessor_config.json, under a Phi-3
+    (Phi-4-mini) text tower shrunk to two layers; ``image_processor`` values over it."""
+    vocab = write_tokenizer(
+        directory,
+        PHI4MM_SPECIAL,
+        {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>",
+         "eos_token": "<|endoftext|>"},
+    )  # fmt: skip
+    del vocab  # the placeholder id is vLLM's constant (200010), inside vocab_size below
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Phi4MMForCausalLM"],
+            "model_type": "phi4mm",
+            "auto_map": {"AutoConfig": "configuration_phi4mm.Phi4MMConfig"},
+            "torch_dtype": "bfloat16",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "vocab_size": 200064,
+            "max_position_embeddings": 131072,
+            "original_max_position_embeddings": 4096,
+            "partial_rotary_factor": 0.75,
+            "img_processor": None,
+            "embd_layer": {
+                "embedding_cls": "image",
+                "hd_transform_order": "sub_glb",
+                "projection_cls": "mlp",
+                "use_hd_transform": True,
+                "with_learnable_separator": True,
+                "audio_embd_layer": {"compression_rate": 8, "downsample_rate": 1},
+                "image_embd_layer": {"crop_size": 448, "type": "siglip"},
+            },
+            "audio_processor": {"config": {"input_size": 80}, "name": "cascades"},
+        },
+    )
+    (directory / "configuration_phi4mm.py").write_text(_PHI4MM_CONFIG_MODULE)
+    (directory / "processing_phi4mm.py").write_text(_PHI4MM_PROCESSOR_MODULE)
+    auto_map = {
+        "AutoProcessor": "processing_phi4mm.Phi4MMProcessor",
+        "AutoImageProcessor": "processing_phi4mm.Phi4MMImageProcessor",
+        "AutoFeatureExtractor": "processing_phi4mm.Phi4MMAudioFeatureExtractor",
+    }
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "auto_map": auto_map,
+            "image_processor_type": "Phi4MMImageProcessor",
+            "processor_class": "Phi4MMProcessor",
+            "feature_extractor_type": "Phi4MMAudioFeatureExtractor",
+            "audio_compression_rate": 8,
+            "audio_downsample_rate": 1,
+            "audio_feat_stride": 1,
+            "dynamic_hd": 36,
+            **image_processor,
+        },
+    )
+    write_json(
+        directory,
+        "processor_config.json",
+        {"auto_map": auto_map, "processor_class": "Phi4MMProcessor"},
+    )
+    return directory

@@ -230,9 +230,9 @@ _TABLE: tuple[Architecture, ...] = (
     _engine(
         "Alpamayo2Super",
         "alpamayo2_super",
-        "Qwen3-VL's count, but get_hf_processor sets the image processor's size from the "
-        "config's min_pixels / max_pixels and only the base kwargs are routed: the qwen3_vl "
-        "rule reads the preprocessor's bounds, not yet the config's",
+        "Qwen3-VL's count, but get_hf_processor sets the image processor's size from "
+        "Alpamayo2SuperConfig's min_pixels / max_pixels (defaulted when config.json omits "
+        "them) and the Qwen3-VL tower sits under vlm_config: the qwen3_vl rule reads neither",
     ),
     _engine(
         "BailingMoeV3VLForConditionalGeneration",

@@ -113,6 +113,12 @@ BY_COUNT_STANDIN = (
 )
 
 _INHERITS = "its ProcessingInfo inherits {}, with changes not yet proven"
+# vLLM's count is the Qwen one, but the image processor whose size and image_grid_thw it
+# reads is the checkpoint's remote code (AutoProcessor, trust_remote_code), absent here.
+_REMOTE_PROCESSOR = (
+    "{}'s ProcessingInfo over the checkpoint's remote processor (AutoProcessor): its image "
+    "processor's bounds and grid are remote code, not run here"
+)
 
 _TABLE: tuple[Architecture, ...] = (
     # --- Qwen-VL smart resize (Qwen2VLProcessingInfo and its heirs) ----------------------------
@@ -221,44 +227,63 @@ _TABLE: tuple[Architecture, ...] = (
         "<|vision_start|><|image_pad|><|vision_end|>",
         proof=BY_VLLM,
     ),
-    _engine("Alpamayo2Super", "alpamayo2_super", _INHERITS.format("Qwen3VLProcessingInfo")),
+    _engine(
+        "Alpamayo2Super",
+        "alpamayo2_super",
+        "Qwen3-VL's count, but get_hf_processor sets the image processor's size from "
+        "Alpamayo2SuperConfig's min_pixels / max_pixels (defaulted when config.json omits "
+        "them) and the Qwen3-VL tower sits under vlm_config: the qwen3_vl rule reads neither",
+    ),
     _engine(
         "BailingMoeV3VLForConditionalGeneration",
         "bailing_moe_v3_vl",
-        _INHERITS.format("Qwen2VLProcessingInfo"),
+        _REMOTE_PROCESSOR.format("Qwen2-VL"),
     ),
-    _engine(
-        "Cosmos3ForConditionalGeneration", "cosmos3", _INHERITS.format("Qwen3VLProcessingInfo")
+    _rule(
+        "Cosmos3ForConditionalGeneration",
+        "cosmos3",
+        "qwen3_vl",
+        "cosmos3_omni",
+        note="Cosmos3ProcessingInfo(Qwen3VLProcessingInfo) only overrides get_hf_config "
+        "(Cosmos3OmniConfig); Qwen3-VL's processor, <|vision_start|><|image_pad|><|vision_end|>",
+        proof=BY_VLLM,
     ),
     _engine(
         "Cosmos3EdgeForConditionalGeneration",
         "cosmos3_edge",
-        "overrides Qwen3-VL's _get_vision_info",
+        "overrides Qwen3-VL's _get_vision_info (video smart_resize, temporal factor 1) over "
+        "its own Cosmos3EdgeImageProcessor: not yet proven equal to the Qwen rule",
     ),
-    _engine(
+    _rule(
         "Exaone4_5_ForConditionalGeneration",
         "exaone4_5",
-        _INHERITS.format("Qwen2VLProcessingInfo"),
+        "qwen2_vl",
+        "exaone4_5",
+        note="Exaone4_5_ProcessingInfo(Qwen2VLProcessingInfo) only overrides get_hf_config and "
+        "get_hf_processor (Exaone4_5_Processor over Qwen2VLImageProcessor), "
+        "<vision><|image_pad|></vision>",
+        proof=BY_VLLM,
     ),
     _engine(
         "InternS1ProForConditionalGeneration",
         "interns1_pro",
-        _INHERITS.format("Qwen3VLProcessingInfo"),
+        _REMOTE_PROCESSOR.format("Qwen3-VL"),
     ),
     _engine(
         "InternS2PreviewForConditionalGeneration",
         "interns2_preview",
-        _INHERITS.format("Qwen3VLProcessingInfo"),
+        _REMOTE_PROCESSOR.format("Qwen3-VL"),
     ),
     _engine(
         "InternS2MobiusForConditionalGeneration",
         "interns2_mobius",
-        _INHERITS.format("Qwen3VLProcessingInfo"),
+        _REMOTE_PROCESSOR.format("Qwen3-VL"),
     ),
     _engine(
         "OpenPanguVLForConditionalGeneration",
         "openpangu_vl",
-        _INHERITS.format("Qwen2_5_VLProcessingInfo"),
+        _REMOTE_PROCESSOR.format("Qwen2.5-VL")
+        + "; its get_hf_processor drops min_pixels / max_pixels / size",
     ),
     # --- GLM-4.1V smart resize ----------------------------------------------------------------
     _rule("Glm4vForConditionalGeneration", "glm4_1v", "glm4v", "glm4v", proof=BY_BOTH),

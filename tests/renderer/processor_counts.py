@@ -130,6 +130,26 @@ QWEN_HYBRID_LAYERS = ["linear_attention"] * 3 + ["full_attention"]
 
 
 def _qwen3_5(name: str, architecture: str, model_type: str) -> AliasFamily:
+    return _qwen3_like(
+        name,
+        architecture,
+        model_type,
+        _text(f"{model_type}_text", layer_types=QWEN_HYBRID_LAYERS),
+        f"{model_type}_vision",
+    )
+
+
+def _qwen3_like(
+    name: str,
+    architecture: str,
+    model_type: str,
+    text_config: Mapping[str, Any],
+    vision_model_type: str,
+    *,
+    extra_files: Mapping[str, str] | None = None,
+) -> AliasFamily:
+    """A Qwen3-VL-shaped checkpoint: Qwen3-VL's processor files and token ids, the vision
+    tower's patch 16 and merge 2, under the family's own config types."""
     return AliasFamily(
         name,
         architecture,
@@ -137,9 +157,9 @@ def _qwen3_5(name: str, architecture: str, model_type: str) -> AliasFamily:
             "architectures": [architecture],
             "model_type": model_type,
             **{key: f"{{{token}}}" for key, token in QWEN_IDS.items()},
-            "text_config": _text(f"{model_type}_text", layer_types=QWEN_HYBRID_LAYERS),
+            "text_config": dict(text_config),
             "vision_config": {
-                "model_type": f"{model_type}_vision",
+                "model_type": vision_model_type,
                 "depth": 2,
                 "hidden_size": 64,
                 "num_heads": 2,
@@ -152,6 +172,7 @@ def _qwen3_5(name: str, architecture: str, model_type: str) -> AliasFamily:
         QWEN3_PREPROCESSOR,
         QWEN_TOKENS,
         "<|vision_start|><|image_pad|><|vision_end|>",
+        extra_files=extra_files or {},
     )
 
 
@@ -237,6 +258,40 @@ QWEN2_PREPROCESSOR = {
     "temporal_patch_size": 2,
     "merge_size": 2,
 }
+
+
+EXAONE_TOKENS = ("[|endofturn|]", "<vision>", "</vision>", "<|image_pad|>", "<|video_pad|>")
+# EXAONE 4.5 (LGAI-EXAONE/EXAONE-4.5-33B): transformers' Exaone4_5_Config (a vision tower of
+# patch 14, merge 2, temporal 2; an EXAONE 4 text tower) and Qwen2VLImageProcessor, which
+# transformers' auto mapping gives the model type; the pixel bounds are Qwen2.5-VL's, not
+# transcribed from the checkpoint (the rule reads whatever the checkpoint's file says).
+EXAONE4_5 = AliasFamily(
+    "exaone4.5",
+    "Exaone4_5_ForConditionalGeneration",
+    {
+        "architectures": ["Exaone4_5_ForConditionalGeneration"],
+        "model_type": "exaone4_5",
+        "image_token_id": "{<|image_pad|>}",
+        "video_token_id": "{<|video_pad|>}",
+        "text_config": _text("exaone4"),
+        "vision_config": {
+            "model_type": "exaone4_5_vision",
+            "depth": 2,
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_heads": 2,
+            "num_key_value_heads": 2,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "out_hidden_size": 256,
+            "fullatt_block_indexes": [1],
+        },
+    },
+    {**QWEN2_PREPROCESSOR, "processor_class": "Exaone4_5_Processor"},
+    EXAONE_TOKENS,
+    "<vision><|image_pad|></vision>",
+)
 
 
 def _omni(name: str, architecture: str, model_type: str, patch_px: int) -> AliasFamily:
@@ -570,6 +625,16 @@ FAMILIES: tuple[AliasFamily, ...] = (
             "configuration_dots.py": "from vllm.transformers_utils.configs.dotsocr import "
             "DotsOCRConfig, DotsVisionConfig  # noqa: F401\n"
         },
+    ),
+    EXAONE4_5,
+    # Cosmos 3: transformers' Cosmos3OmniConfig over a Qwen3-VL vision and text tower,
+    # Qwen3-VL's processor (Cosmos3ProcessingInfo changes only the config class).
+    _qwen3_like(
+        "cosmos3",
+        "Cosmos3ForConditionalGeneration",
+        "cosmos3_omni",
+        _text("qwen3_vl_text"),
+        "qwen3_vl_vision",
     ),
     _omni("qwen2.5-omni", "Qwen2_5OmniForConditionalGeneration", "qwen2_5_omni", 14),
     _omni("qwen3-omni", "Qwen3OmniMoeForConditionalGeneration", "qwen3_omni_moe", 16),

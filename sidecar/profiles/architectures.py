@@ -304,13 +304,28 @@ _TABLE: tuple[Architecture, ...] = (
     ),
     _engine("LlavaNextVideoForConditionalGeneration", "llava_next_video", "videos only in vLLM"),
     _engine("LlavaOnevision2ForConditionalGeneration", "llava_onevision2"),
-    _engine("BeeForConditionalGeneration", "bee", _INHERITS.format("LlavaNextProcessingInfo")),
     _engine(
+        "BeeForConditionalGeneration",
+        "bee",
+        "LLaVA-NeXT's count with OneVision's anyres_max from config.json; its HF processor "
+        "is the checkpoint's remote code (in neither transformers nor vLLM): not proven here",
+    ),
+    _rule(
         "Granite4VisionForConditionalGeneration",
         "granite4_vision",
-        "overrides LlavaNextProcessingInfo.get_num_image_tokens",
+        "granite4_vision",
+        "granite4_vision",
+        note="Granite4VisionProcessingInfo.get_num_image_tokens: LLaVA-NeXT's anyres count "
+        "on the patch grid times downsample_rate (base tile and grid tiles), whatever the "
+        "select strategy; checkpoint values not transcribed (see docs)",
+        proof=BY_NEW_FAMILIES,
     ),
-    _engine("RForConditionalGeneration", "rvl", _INHERITS.format("LlavaNextProcessingInfo")),
+    _engine(
+        "RForConditionalGeneration",
+        "rvl",
+        "LlavaNextProcessingInfo's count unchanged; its HF processor is the checkpoint's "
+        "remote code (in neither transformers nor vLLM): not proven here",
+    ),
     # --- Pixtral / Mistral 3 ----------------------------------------------------------------
     _rule(
         "Mistral3ForConditionalGeneration",
@@ -354,7 +369,16 @@ _TABLE: tuple[Architecture, ...] = (
     ),
     _engine("Gemma4UnifiedForConditionalGeneration", "gemma4_unified"),
     _engine("DiffusionGemmaForBlockDiffusion", "diffusion_gemma"),
-    _engine("PaliGemmaForConditionalGeneration", "paligemma"),
+    _rule(
+        "PaliGemmaForConditionalGeneration",
+        "paligemma",
+        "paligemma",
+        "paligemma",
+        note="PaliGemma 1 / 2: SigLIP's (image_size / patch)**2 <image> tokens + the <bos> "
+        "vLLM inserts behind them, whatever the size; the newline its apply() appends is one "
+        "wrapper token (one above where the prompt already ends with one)",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- InternVL -----------------------------------------------------------------------------
     _rule(
         "InternVLForConditionalGeneration",

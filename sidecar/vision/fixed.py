@@ -3,6 +3,12 @@
 LLaVA-1.5 resizes and centre-crops to 336x336; CLIP-L/14 yields 24 x 24 = 576 patch
 features (its CLS token is dropped by the "default" feature-select strategy). Only the
 pixel cap can make a downscale worthwhile; it never changes the token count.
+
+PaliGemma 1 / 2 (``paligemma.py``) price the same way: SigLIP's grid of
+``(image_size // patch)**2`` <image> tokens, whatever the size, then the <bos> vLLM inserts
+behind them inside the placeholder; its ``apply`` also appends "\\n" to a prompt that does
+not end with one, counted here as the image's one wrapper token (PaliGemma takes one image
+a prompt): exact unless the prompt already ends with a newline, then one above, never below.
 """
 
 from __future__ import annotations
@@ -12,6 +18,11 @@ from typing import Any
 
 from sidecar.vision import ImageTokens, NoPixelRange
 from sidecar.vision.tiling import Size, cap_pixels
+
+# PaliGemmaMultiModalProcessor: the insertion is <image> * n + <bos> (one placeholder), and
+# apply() appends the tokenizer's "\\n" where the prompt does not already end with it.
+PALIGEMMA_BOS_TOKENS = 1
+PALIGEMMA_NEWLINE_TOKENS = 1
 
 
 class FixedCostDownscale(NoPixelRange):
@@ -47,6 +58,17 @@ class FixedTokensRule(FixedCostDownscale):
         if config.get("vision_feature_select_strategy", "default") == "full":
             tokens += 1
         return cls(family, tokens)
+
+    @classmethod
+    def from_paligemma_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> FixedTokensRule:
+        """PaliGemmaProcessingInfo.get_num_image_tokens (SiglipEncoderInfo: the patch grid
+        squared) + the <bos> of its insertion, and the newline its ``apply`` appends."""
+        vision = config.get("vision_config", {})
+        # SiglipVisionConfig's defaults: the -224 checkpoints leave image_size out.
+        grid = int(vision.get("image_size") or 224) // int(vision.get("patch_size") or 14)
+        return cls(family, grid * grid + PALIGEMMA_BOS_TOKENS, PALIGEMMA_NEWLINE_TOKENS)
 
     def image_tokens(self, width_px: int, height_px: int) -> ImageTokens:
         return ImageTokens(tokens=self.tokens_per_image, wrapper_tokens=self.wrapper_tokens)

@@ -104,6 +104,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "qwen3_vl": QwenSmartResizeRule.from_configs,
     "llava": _llava_rule,
     "paligemma": FixedTokensRule.from_paligemma_configs,
+    "aria": FixedTokensRule.from_aria_configs,
     "gemma3": Gemma3Rule.from_configs,
     "gemma3n": Gemma3Rule.from_gemma3n_configs,
     "gemma4": Gemma4Rule.from_configs,

@@ -599,7 +599,15 @@ _TABLE: tuple[Architecture, ...] = (
     # --- Llama 4 ------------------------------------------------------------------------------
     _rule("Llama4ForConditionalGeneration", "mllama4", "llama4", "llama4", proof=BY_BOTH),
     # --- No rule yet --------------------------------------------------------------------------
-    _engine("AriaForConditionalGeneration", "aria"),
+    _rule(
+        "AriaForConditionalGeneration",
+        "aria",
+        "aria",
+        "aria",
+        note="AriaProcessingInfo.get_num_image_tokens: the projector's most queries (256) "
+        "per image, whatever the size; split_image or a 490 px crop refused",
+        proof=BY_NEW_FAMILIES,
+    ),
     _engine("BagelForConditionalGeneration", "bagel"),
     _engine("Blip2ForConditionalGeneration", "blip2"),
     _engine("Cohere2VisionForConditionalGeneration", "cohere2_vision"),

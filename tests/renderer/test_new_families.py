@@ -519,6 +519,11 @@ FAMILIES = (
         ),
         "info", family_dirs.GRANITE4_VISION_PROMPT, trust_remote_code=False,
     ),
+    # Aria: 256 <|img|> per image, whatever the size (transformers' AriaProcessor).
+    Family(
+        "aria", family_dirs.write_aria_dir, "prompt_update", family_dirs.ARIA_PROMPT,
+        apply_sizes=APPLY_SIZES, trust_remote_code=False,
+    ),
 )  # fmt: skip
 
 

@@ -1623,3 +1623,79 @@ def write_granite4_vision_dir(
         },
     )
     return directory
+
+
+# -- Aria ---------------------------------------------------------------------------------------
+
+ARIA_SPECIAL = ("<unk>", "<s>", "</s>", "<|img|>")
+ARIA_PROMPT = "hello <|img|> describe"
+
+
+def write_aria_dir(directory: Path) -> Path:
+    """rhymes-ai/Aria: transformers' AriaConfig (projector_patch_to_query_dict 1,225 patches
+    to 128 queries, 4,900 to 256: its defaults), an Idefics3 vision tower of 980 px / 14 px,
+    and AriaProcessor with max_image_size 980, split_image false and size_conversion
+    {490: 128, 980: 256} (the processor's defaults); towers shrunk."""
+    vocab = write_tokenizer(
+        directory,
+        ARIA_SPECIAL,
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "unk_token": "<unk>",
+            "extra_special_tokens": {"image_token": "<|img|>"},
+        },
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["AriaForConditionalGeneration"],
+            "model_type": "aria",
+            "torch_dtype": "bfloat16",
+            "image_token_index": vocab["<|img|>"],
+            "projector_patch_to_query_dict": {"1225": 128, "4900": 256},
+            "text_config": {
+                "model_type": "aria_text",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "moe_num_experts": 4,
+                "moe_topk": 2,
+                "moe_num_shared_experts": 1,
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 65536,
+            },
+            "vision_config": {
+                "model_type": "idefics3_vision",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "image_size": 980,
+                "patch_size": 14,
+            },
+        },
+    )
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "image_processor_type": "AriaImageProcessor",
+            "processor_class": "AriaProcessor",
+            "max_image_size": 980,
+            "min_image_size": 336,
+            "split_image": False,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+        },
+    )
+    write_json(
+        directory,
+        "processor_config.json",
+        {"processor_class": "AriaProcessor", "size_conversion": {"490": 128, "980": 256}},
+    )
+    return directory

@@ -303,7 +303,12 @@ _TABLE: tuple[Architecture, ...] = (
         proof=BY_BOTH,
     ),
     _engine("LlavaNextVideoForConditionalGeneration", "llava_next_video", "videos only in vLLM"),
-    _engine("LlavaOnevision2ForConditionalGeneration", "llava_onevision2"),
+    _engine(
+        "LlavaOnevision2ForConditionalGeneration",
+        "llava_onevision2",
+        "its processor is the checkpoint's remote code (a bare class vLLM assembles by hand), "
+        "in neither transformers nor vLLM: not proven here",
+    ),
     _engine(
         "BeeForConditionalGeneration",
         "bee",
@@ -610,7 +615,12 @@ _TABLE: tuple[Architecture, ...] = (
     ),
     _engine("BagelForConditionalGeneration", "bagel"),
     _engine("Blip2ForConditionalGeneration", "blip2"),
-    _engine("Cohere2VisionForConditionalGeneration", "cohere2_vision"),
+    _engine(
+        "Cohere2VisionForConditionalGeneration",
+        "cohere2_vision",
+        "tiles counted by transformers' Cohere2VisionImageProcessor.get_number_of_image_patches "
+        "(crop to patches): no rule yet",
+    ),
     _engine("CohereCompassForConditionalGeneration", "cohere_compass"),
     _engine("DeepseekV4ForConditionalGeneration", "vllm.models.deepseek_v4"),
     _engine("DeepseekV41ForCausalLM", "vllm.models.deepseek_v41"),

@@ -328,14 +328,34 @@ _TABLE: tuple[Architecture, ...] = (
         proof=BY_BOTH,
     ),
     _engine("LlavaNextVideoForConditionalGeneration", "llava_next_video", "videos only in vLLM"),
-    _engine("LlavaOnevision2ForConditionalGeneration", "llava_onevision2"),
-    _engine("BeeForConditionalGeneration", "bee", _INHERITS.format("LlavaNextProcessingInfo")),
     _engine(
+        "LlavaOnevision2ForConditionalGeneration",
+        "llava_onevision2",
+        "its processor is the checkpoint's remote code (a bare class vLLM assembles by hand), "
+        "in neither transformers nor vLLM: not proven here",
+    ),
+    _engine(
+        "BeeForConditionalGeneration",
+        "bee",
+        "LLaVA-NeXT's count with OneVision's anyres_max from config.json; its HF processor "
+        "is the checkpoint's remote code (in neither transformers nor vLLM): not proven here",
+    ),
+    _rule(
         "Granite4VisionForConditionalGeneration",
         "granite4_vision",
-        "overrides LlavaNextProcessingInfo.get_num_image_tokens",
+        "granite4_vision",
+        "granite4_vision",
+        note="Granite4VisionProcessingInfo.get_num_image_tokens: LLaVA-NeXT's anyres count "
+        "on the patch grid times downsample_rate (base tile and grid tiles), whatever the "
+        "select strategy; checkpoint values not transcribed (see docs)",
+        proof=BY_NEW_FAMILIES,
     ),
-    _engine("RForConditionalGeneration", "rvl", _INHERITS.format("LlavaNextProcessingInfo")),
+    _engine(
+        "RForConditionalGeneration",
+        "rvl",
+        "LlavaNextProcessingInfo's count unchanged; its HF processor is the checkpoint's "
+        "remote code (in neither transformers nor vLLM): not proven here",
+    ),
     # --- Pixtral / Mistral 3 ----------------------------------------------------------------
     _rule(
         "Mistral3ForConditionalGeneration",
@@ -379,7 +399,16 @@ _TABLE: tuple[Architecture, ...] = (
     ),
     _engine("Gemma4UnifiedForConditionalGeneration", "gemma4_unified"),
     _engine("DiffusionGemmaForBlockDiffusion", "diffusion_gemma"),
-    _engine("PaliGemmaForConditionalGeneration", "paligemma"),
+    _rule(
+        "PaliGemmaForConditionalGeneration",
+        "paligemma",
+        "paligemma",
+        "paligemma",
+        note="PaliGemma 1 / 2: SigLIP's (image_size / patch)**2 <image> tokens + the <bos> "
+        "vLLM inserts behind them, whatever the size; the newline its apply() appends is one "
+        "wrapper token (one above where the prompt already ends with one)",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- InternVL -----------------------------------------------------------------------------
     _rule(
         "InternVLForConditionalGeneration",
@@ -629,10 +658,23 @@ _TABLE: tuple[Architecture, ...] = (
     # --- Llama 4 ------------------------------------------------------------------------------
     _rule("Llama4ForConditionalGeneration", "mllama4", "llama4", "llama4", proof=BY_BOTH),
     # --- No rule yet --------------------------------------------------------------------------
-    _engine("AriaForConditionalGeneration", "aria"),
+    _rule(
+        "AriaForConditionalGeneration",
+        "aria",
+        "aria",
+        "aria",
+        note="AriaProcessingInfo.get_num_image_tokens: the projector's most queries (256) "
+        "per image, whatever the size; split_image or a 490 px crop refused",
+        proof=BY_NEW_FAMILIES,
+    ),
     _engine("BagelForConditionalGeneration", "bagel"),
     _engine("Blip2ForConditionalGeneration", "blip2"),
-    _engine("Cohere2VisionForConditionalGeneration", "cohere2_vision"),
+    _engine(
+        "Cohere2VisionForConditionalGeneration",
+        "cohere2_vision",
+        "tiles counted by transformers' Cohere2VisionImageProcessor.get_number_of_image_patches "
+        "(crop to patches): no rule yet",
+    ),
     _engine("CohereCompassForConditionalGeneration", "cohere_compass"),
     _engine("DeepseekV4ForConditionalGeneration", "vllm.models.deepseek_v4"),
     _engine("DeepseekV41ForCausalLM", "vllm.models.deepseek_v41"),

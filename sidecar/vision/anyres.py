@@ -8,7 +8,8 @@ LLaVA-OneVision's ``anyres_max_N`` shrinks the unpadded grid when it exceeds N t
 
 ``tokens`` is the number of ``<image>`` tokens the processor expands the placeholder into:
 ``LlavaNextProcessor._get_number_of_features`` and its OneVision twin, line for line, the
-``round(..., 7)`` and the float floor divisions included.
+``round(..., 7)`` and the float floor divisions included. Granite 4 Vision
+(``granite4_vision.py``) is LLaVA-NeXT's count on its Window Q-Former's pooled grid.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from sidecar.vision import ImageTokens
@@ -92,6 +94,25 @@ class AnyresRule(TiledDownscale):
             base,
             max_num_patches,
         )
+
+    @classmethod
+    def from_granite4_vision_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> AnyresRule:
+        """Granite 4 Vision: Granite4VisionProcessingInfo.get_num_image_tokens, LLaVA-NeXT's
+        count on the Window Q-Former's grid: the tower's patch grid times ``downsample_rate``
+        for both the base tile and each grid tile, from config.json alone (vLLM reads neither
+        the select strategy nor the processor's additional tokens)."""
+        vision = config.get("vision_config") or {}
+        tile = int(vision.get("image_size") or 384)
+        patches = tile // int(vision.get("patch_size") or 16)
+        rate = config.get("downsample_rate")
+        if rate is None:
+            raise ValueError("a granite4_vision config.json needs a downsample_rate")
+        grid_side = int(patches * Fraction(str(rate)))
+        points = config.get("image_grid_pinpoints") or _pinpoints(config, preprocessor)
+        pinpoints = tuple((int(h), int(w)) for h, w in points)
+        return cls(family, tile, grid_side, pinpoints, grid_side * grid_side)
 
     def grid_features(self, width_px: int, height_px: int) -> tuple[int, int]:
         """(unpadded features, newline features) of the grid the processor picks."""

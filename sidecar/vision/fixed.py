@@ -3,6 +3,13 @@
 LLaVA-1.5 resizes and centre-crops to 336x336; CLIP-L/14 yields 24 x 24 = 576 patch
 features (its CLS token is dropped by the "default" feature-select strategy). Only the
 pixel cap can make a downscale worthwhile; it never changes the token count.
+
+PaliGemma 1 / 2 (``paligemma.py``) price the same way: SigLIP's grid of
+``(image_size // patch)**2`` <image> tokens, whatever the size, then the <bos> vLLM inserts
+behind them inside the placeholder; its ``apply`` also appends "\\n" to a prompt that does
+not end with one, counted here as the image's one wrapper token (PaliGemma takes one image
+a prompt): exact unless the prompt already ends with a newline, then one above, never below.
+Aria (``aria.py``) replaces each <|img|> with the projector's most queries (256).
 """
 
 from __future__ import annotations
@@ -10,8 +17,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sidecar.errors import ConfigurationError
 from sidecar.vision import ImageTokens, NoPixelRange
 from sidecar.vision.tiling import Size, cap_pixels
+
+# PaliGemmaMultiModalProcessor: the insertion is <image> * n + <bos> (one placeholder), and
+# apply() appends the tokenizer's "\\n" where the prompt does not already end with it.
+PALIGEMMA_BOS_TOKENS = 1
+PALIGEMMA_NEWLINE_TOKENS = 1
+
+# transformers' AriaConfig and AriaImageProcessor defaults.
+ARIA_PATCH_TO_QUERY = {1225: 128, 4900: 256}
+ARIA_MAX_IMAGE_SIZE_PX = 980
 
 
 class FixedCostDownscale(NoPixelRange):
@@ -47,6 +64,46 @@ class FixedTokensRule(FixedCostDownscale):
         if config.get("vision_feature_select_strategy", "default") == "full":
             tokens += 1
         return cls(family, tokens)
+
+    @classmethod
+    def from_paligemma_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> FixedTokensRule:
+        """PaliGemmaProcessingInfo.get_num_image_tokens (SiglipEncoderInfo: the patch grid
+        squared) + the <bos> of its insertion, and the newline its ``apply`` appends."""
+        vision = config.get("vision_config", {})
+        # SiglipVisionConfig's defaults: the -224 checkpoints leave image_size out.
+        grid = int(vision.get("image_size") or 224) // int(vision.get("patch_size") or 14)
+        return cls(family, grid * grid + PALIGEMMA_BOS_TOKENS, PALIGEMMA_NEWLINE_TOKENS)
+
+    @classmethod
+    def from_aria_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> FixedTokensRule:
+        """AriaProcessingInfo.get_num_image_tokens: the most queries of
+        ``projector_patch_to_query_dict`` for every image, whatever the size (the replacement
+        of each <|img|>). A crop side whose patches the projector maps to fewer queries
+        (max_image_size 490: 128) would meet those placeholders with fewer embeddings in the
+        model: refused, as split_image is (more crops than vLLM counts)."""
+        queries = {
+            int(patches): int(count)
+            for patches, count in (
+                config.get("projector_patch_to_query_dict") or ARIA_PATCH_TO_QUERY
+            ).items()
+        }
+        most = max(queries.values())
+        crop_px = int(preprocessor.get("max_image_size") or ARIA_MAX_IMAGE_SIZE_PX)
+        patch_px = int((config.get("vision_config") or {}).get("patch_size") or 14)
+        if queries.get((crop_px // patch_px) ** 2) != most:
+            raise ConfigurationError(
+                f"Aria's max_image_size {crop_px} px gives fewer image embeddings than the "
+                f"{most} placeholders vLLM 0.33 counts per image: price it through the engine"
+            )
+        if preprocessor.get("split_image"):
+            raise ConfigurationError(
+                "Aria's split_image makes more crops than the one vLLM 0.33 counts per image"
+            )
+        return cls(family, most)
 
     def image_tokens(self, width_px: int, height_px: int) -> ImageTokens:
         return ImageTokens(tokens=self.tokens_per_image, wrapper_tokens=self.wrapper_tokens)

@@ -519,6 +519,43 @@ FAMILIES = (
         lambda directory: family_dirs.write_phi4mm_dir(directory, dynamic_hd=12),
         "phi4mm", family_dirs.PHI4MM_PROMPT,
     ),
+    # PaliGemma: one placeholder of SigLIP's grid of <image> tokens and the <bos> behind them,
+    # whatever the size; PaliGemma 1's tokenizer adds <bos>, 2's does not.
+    Family(
+        "paligemma-224", family_dirs.write_paligemma_dir, "prompt_update",
+        family_dirs.PALIGEMMA_PROMPT, apply_sizes=APPLY_SIZES, trust_remote_code=False,
+        max_model_len=8192,
+    ),
+    Family(
+        "paligemma2-448",
+        lambda directory: family_dirs.write_paligemma_dir(directory, image_size_px=448, version=2),
+        "prompt_update", family_dirs.PALIGEMMA_PROMPT, trust_remote_code=False,
+        max_model_len=8192,
+    ),
+    Family(
+        "paligemma2-896",
+        lambda directory: family_dirs.write_paligemma_dir(directory, image_size_px=896, version=2),
+        "prompt_update", family_dirs.PALIGEMMA_PROMPT, trust_remote_code=False,
+        max_model_len=8192,
+    ),
+    # Granite 4 Vision: vLLM's count follows config.json's downsample_rate and ignores the
+    # select strategy and the processor's additional tokens (the full path agrees).
+    Family(
+        "granite4-vision", family_dirs.write_granite4_vision_dir, "info",
+        family_dirs.GRANITE4_VISION_PROMPT, apply_sizes=APPLY_SIZES, trust_remote_code=False,
+    ),
+    Family(
+        "granite4-vision-default-strategy-1-4",
+        lambda directory: family_dirs.write_granite4_vision_dir(
+            directory, downsample_rate="1/4", select_strategy="default", additional_tokens=1
+        ),
+        "info", family_dirs.GRANITE4_VISION_PROMPT, trust_remote_code=False,
+    ),
+    # Aria: 256 <|img|> per image, whatever the size (transformers' AriaProcessor).
+    Family(
+        "aria", family_dirs.write_aria_dir, "prompt_update", family_dirs.ARIA_PROMPT,
+        apply_sizes=APPLY_SIZES, trust_remote_code=False,
+    ),
 )  # fmt: skip
 
 

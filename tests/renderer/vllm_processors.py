@@ -187,6 +187,34 @@ def _h2ovl(processor: Any) -> Count:
     return count
 
 
+def _prompt_update(processor: Any) -> Count:
+    # The whole of the one update _get_prompt_updates makes for an item of the size (PaliGemma's
+    # insertion: its <image> tokens and the <bos> behind them). The item is a zero-stride
+    # array: only its shape is read (3 rows would read as channels first: a size-dependent
+    # count takes "info").
+    import numpy as np
+    from vllm.multimodal.inputs import MultiModalKwargsItems
+
+    def count(width: int, height: int) -> int:
+        image = np.broadcast_to(np.uint8(0), (height, width, 3))
+        items = processor.info.parse_mm_data({"image": [image]})
+        (update,) = processor._get_prompt_updates(items, {}, MultiModalKwargsItems({}))
+        return len(update.resolve(0).content.full)
+
+    return count
+
+
+def _info(processor: Any) -> Count:
+    # BaseLlavaMultiModalProcessor's replacement: get_num_image_tokens <image> tokens
+    # (Granite 4 Vision's override of LLaVA-NeXT's count).
+    info = processor.info
+
+    def count(width: int, height: int) -> int:
+        return int(info.get_num_image_tokens(image_width=width, image_height=height))
+
+    return count
+
+
 def _image_repl(processor: Any) -> Count:
     # Families whose info builds each image's replacement from its size (Gemma 3n).
     info = processor.info
@@ -481,6 +509,8 @@ COUNTS: dict[str, Callable[[Any], Count]] = {
     "h2ovl": _h2ovl,
     "paddleocr_vl": _paddleocr_vl,
     "image_repl": _image_repl,
+    "prompt_update": _prompt_update,
+    "info": _info,
     "gemma4": _gemma4,
     "internvl_style": _internvl_style,
 }

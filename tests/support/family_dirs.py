@@ -1825,3 +1825,279 @@ def write_phi4mm_dir(directory: Path, **image_processor: Any) -> Path:
         {"auto_map": auto_map, "processor_class": "Phi4MMProcessor"},
     )
     return directory
+
+
+# -- PaliGemma --------------------------------------------------------------------------------
+
+PALIGEMMA_SPECIAL = ("<unk>", "<pad>", "<eos>", "<bos>", "<image>")
+PALIGEMMA_PROMPT = "caption describe"  # PaliGemma's task prefix: no <image> in the text
+
+
+def write_paligemma_dir(directory: Path, *, image_size_px: int = 224, version: int = 1) -> Path:
+    """google/paligemma-3b-pt-224 (version 1, Gemma text tower) or paligemma2-3b-pt-224
+    (version 2, Gemma 2): SigLIP-So400m/14 at ``image_size_px`` (224, 448 or 896: the -448 /
+    -896 checkpoints' vision_config.image_size), one <image> per patch. Their tokenizers
+    differ in add_bos_token (PaliGemma 1 true, 2 false), which moves vLLM's insertion; the
+    rest is the public config.json and preprocessor_config.json, towers shrunk."""
+    vocab = write_tokenizer(
+        directory,
+        PALIGEMMA_SPECIAL,
+        {
+            "tokenizer_class": "GemmaTokenizer",
+            "bos_token": "<bos>",
+            "eos_token": "<eos>",
+            "pad_token": "<pad>",
+            "unk_token": "<unk>",
+            "add_bos_token": version == 1,
+            "add_eos_token": False,
+            "extra_special_tokens": {"image_token": "<image>"},
+        },
+    )
+    grid = image_size_px // 14
+    text = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 32,
+        "num_image_tokens": grid * grid,
+        "vocab_size": len(vocab) + 1200,  # PaliGemmaProcessor adds 1,152 <loc>/<seg> tokens
+        "max_position_embeddings": 8192,
+    }
+    if version == 1:
+        text["model_type"] = "gemma"
+    else:
+        text.update(model_type="gemma2", query_pre_attn_scalar=32, sliding_window=4096)
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["PaliGemmaForConditionalGeneration"],
+            "model_type": "paligemma",
+            "torch_dtype": "bfloat16",
+            "bos_token_id": vocab["<bos>"],
+            "eos_token_id": vocab["<eos>"],
+            "pad_token_id": vocab["<pad>"],
+            "image_token_index": vocab["<image>"],
+            "hidden_size": 64,
+            "projection_dim": 64,
+            "text_config": text,
+            "vision_config": {
+                "model_type": "siglip_vision_model",
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "image_size": image_size_px,
+                "patch_size": 14,
+                "num_image_tokens": grid * grid,
+                "projection_dim": 64,
+                "projector_hidden_act": "gelu_fast",
+                "vision_use_head": False,
+            },
+        },
+    )
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "image_processor_type": "SiglipImageProcessor",
+            "processor_class": "PaliGemmaProcessor",
+            "image_seq_length": grid * grid,
+            "size": {"height": image_size_px, "width": image_size_px},
+            "do_resize": True,
+            "resample": 3,
+            "do_rescale": True,
+            "rescale_factor": 1 / 255,
+            "do_normalize": True,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            "do_convert_rgb": None,
+        },
+    )
+    return directory
+
+
+# -- Granite 4 Vision ---------------------------------------------------------------------------
+
+GRANITE4_VISION_SPECIAL = ("<unk>", "<|end_of_text|>", "<|start_of_role|>", "<image>")
+GRANITE4_VISION_PROMPT = "hello <image>\ndescribe"
+# Granite Vision's grid of 384 px tiles: every canvas of 1 to 10 tiles in a row or column, and
+# the squares and near-squares up to 4 x 4 (the shape of granite-vision-3.x's list, which
+# Granite 4 Vision's LLaVA-NeXT processor reads the same way).
+GRANITE4_VISION_PINPOINTS = [
+    [384 * rows, 384 * columns]
+    for rows in range(1, 11)
+    for columns in range(1, 11)
+    if rows == 1 or columns == 1 or (rows <= 4 and columns <= 4)
+]
+
+
+def write_granite4_vision_dir(
+    directory: Path,
+    *,
+    downsample_rate: str = "4/8",
+    select_strategy: str = "full",
+    additional_tokens: int = 0,
+) -> Path:
+    """A Granite 4 Vision directory (``Granite4VisionForConditionalGeneration``): transformers'
+    ``Granite4VisionConfig`` with a SigLIP tower of 384 px / 16 px patches and the Window
+    Q-Former's ``downsample_rate`` 4/8 (the values vLLM's own comments name: a 24-patch grid
+    pooled to 12), and transformers' ``Granite4VisionProcessor`` over a LLaVA-NeXT image
+    processor. No checkpoint could be read here: the pinpoints and the text tower are of the
+    shape vLLM reads, not transcribed from a release."""
+    vocab = write_tokenizer(
+        directory,
+        GRANITE4_VISION_SPECIAL,
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "eos_token": "<|end_of_text|>",
+            "unk_token": "<unk>",
+            "extra_special_tokens": {"image_token": "<image>"},
+        },
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Granite4VisionForConditionalGeneration"],
+            "model_type": "granite4_vision",
+            "torch_dtype": "bfloat16",
+            "image_token_index": vocab["<image>"],
+            "image_grid_pinpoints": GRANITE4_VISION_PINPOINTS,
+            "downsample_rate": downsample_rate,
+            "vision_feature_select_strategy": select_strategy,
+            "vision_feature_layer": -1,
+            "deepstack_layer_map": [[-1, 0]],
+            "spatial_target_layers": [0, 1, 0, 1],
+            "text_config": {
+                "model_type": "granite",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 131072,
+            },
+            "vision_config": {
+                "model_type": "siglip_vision_model",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "image_size": 384,
+                "patch_size": 16,
+            },
+        },
+    )
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "image_processor_type": "LlavaNextImageProcessor",
+            "processor_class": "Granite4VisionProcessor",
+            "size": {"shortest_edge": 384},
+            "crop_size": {"height": 384, "width": 384},
+            "image_grid_pinpoints": GRANITE4_VISION_PINPOINTS,
+            "do_resize": True,
+            "do_center_crop": True,
+            "do_pad": True,
+            "resample": 3,
+            "do_rescale": True,
+            "rescale_factor": 1 / 255,
+            "do_normalize": True,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+        },
+    )
+    write_json(
+        directory,
+        "processor_config.json",
+        {
+            "processor_class": "Granite4VisionProcessor",
+            "patch_size": 16,
+            "vision_feature_select_strategy": select_strategy,
+            "num_additional_image_tokens": additional_tokens,
+            "downsample_rate": downsample_rate,
+            "image_token": "<image>",
+        },
+    )
+    return directory
+
+
+# -- Aria ---------------------------------------------------------------------------------------
+
+ARIA_SPECIAL = ("<unk>", "<s>", "</s>", "<|img|>")
+ARIA_PROMPT = "hello <|img|> describe"
+
+
+def write_aria_dir(directory: Path) -> Path:
+    """rhymes-ai/Aria: transformers' AriaConfig (projector_patch_to_query_dict 1,225 patches
+    to 128 queries, 4,900 to 256: its defaults), an Idefics3 vision tower of 980 px / 14 px,
+    and AriaProcessor with max_image_size 980, split_image false and size_conversion
+    {490: 128, 980: 256} (the processor's defaults); towers shrunk."""
+    vocab = write_tokenizer(
+        directory,
+        ARIA_SPECIAL,
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "unk_token": "<unk>",
+            "extra_special_tokens": {"image_token": "<|img|>"},
+        },
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["AriaForConditionalGeneration"],
+            "model_type": "aria",
+            "torch_dtype": "bfloat16",
+            "image_token_index": vocab["<|img|>"],
+            "projector_patch_to_query_dict": {"1225": 128, "4900": 256},
+            "text_config": {
+                "model_type": "aria_text",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "moe_num_experts": 4,
+                "moe_topk": 2,
+                "moe_num_shared_experts": 1,
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 65536,
+            },
+            "vision_config": {
+                "model_type": "idefics3_vision",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "image_size": 980,
+                "patch_size": 14,
+            },
+        },
+    )
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "image_processor_type": "AriaImageProcessor",
+            "processor_class": "AriaProcessor",
+            "max_image_size": 980,
+            "min_image_size": 336,
+            "split_image": False,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+        },
+    )
+    write_json(
+        directory,
+        "processor_config.json",
+        {"processor_class": "AriaProcessor", "size_conversion": {"490": 128, "980": 256}},
+    )
+    return directory

@@ -3,10 +3,13 @@ transformers' processors give (``tests/oracle/test_vision_oracle_tiles.py`` chec
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sidecar.profiles import load_profile
 from sidecar.vision.anyres import AnyresRule, costliest_image, select_best_resolution
+from tests.support.family_dirs import write_granite4_vision_dir
 from tests.support.vision_rules import check_rule_contract
 
 LLAVA_NEXT = load_profile("llava-hf/llava-v1.6-mistral-7b-hf").vision
@@ -56,3 +59,22 @@ def test_costliest_image_is_the_rules_maximum(rule: AnyresRule) -> None:
     tokens, (width, height) = costliest_image(rule)
     assert tokens == rule.max_image_tokens().tokens
     assert rule.image_tokens(width, height).tokens == tokens
+
+
+# Granite 4 Vision: vLLM 0.33's figures (tests/renderer/test_new_families.py).
+@pytest.mark.parametrize(
+    ("rate", "size", "tokens"),
+    [
+        ("4/8", (1, 1), 300),  # 12 x 12 base + one 12 x 12 tile and its 12 newlines
+        ("4/8", (640, 480), 594),
+        ("4/8", (3, 900), 180),
+        ("4/8", (900, 3), 144),
+        ("4/8", (2000, 1000), 1320),
+        ("1/4", (640, 480), 166),
+    ],
+)
+def test_granite4_vision_counts_on_the_pooled_grid(
+    tmp_path: Path, rate: str, size: tuple[int, int], tokens: int
+) -> None:
+    directory = write_granite4_vision_dir(tmp_path, downsample_rate=rate)
+    assert load_profile(str(directory)).vision.image_tokens(*size).tokens == tokens

@@ -225,10 +225,19 @@ def _internvl_family(changes: dict[str, Any] | None = None) -> Family:
         image_seq_length=pre["image_seq_length"],
     )
     rule = _rule(INTERNVL, changes)
+
+    def patches(width: int, height: int) -> dict[str, Any]:
+        kwargs = processor._merge_kwargs()["images_kwargs"]
+        return {
+            "num_patches": [
+                processor.image_processor.get_number_of_image_patches(height, width, kwargs)
+            ]
+        }
+
     return Family(
         "internvl3",
         rule,
-        _count_method(processor),
+        _replacement_count(processor, patches),
         _placeholder_count(processor, "<IMG_CONTEXT>", set(processor.image_token_ids)),
         _internvl_extremes(448),
         lambda width, height, max_pixels: rule.image_tokens(1, 1).tokens,  # one tile, any shape
@@ -251,10 +260,18 @@ def _idefics3_family(changes: dict[str, Any] | None = None) -> Family:
         image_seq_len=pre["image_seq_len"],
     )
     rule = _rule(IDEFICS3, changes)
+
+    def grid(width: int, height: int) -> dict[str, Any]:
+        kwargs = processor._merge_kwargs()["images_kwargs"]
+        _, rows, columns = processor.image_processor.get_number_of_image_patches(
+            height, width, kwargs
+        )
+        return {"rows": [[rows]], "cols": [[columns]]}
+
     return Family(
         "idefics3",
         rule,
-        _count_method(processor),
+        _replacement_count(processor, grid),
         lambda image: len(processor(images=[image], text="<image>")["input_ids"][0]),
         _split_extremes(1456, 364),
         _flattest_floor(rule),
@@ -296,6 +313,23 @@ def _smolvlm_family(changes: dict[str, Any] | None = None) -> Family:
         lambda image: len(processor(images=[image], text="<image>")["input_ids"][0]),
         _split_extremes(1536, 384),
         _flattest_floor(rule),
+    )
+
+
+def _replacement_count(
+    processor: Any, size_inputs: Callable[[int, int], dict[str, Any]]
+) -> Callable[[int, int], int]:
+    """Tokens of the markup the processor puts in place of one image, from its size alone.
+
+    The processor's own ``replace_image_token`` fed by its image processor's size-only patch
+    count (with the processor's merged image kwargs, as its own shortcut takes them), tokenized
+    by its tokenizer: what the prompt holds, wrappers and merged newlines
+    included. ``_get_num_multimodal_tokens`` is no stand-in here: from transformers 5.25 it
+    counts InternVL's and Idefics3's context tokens only, leaving out the markup around them.
+    """
+    count_tokens = _token_counter(processor.tokenizer)
+    return lambda width, height: count_tokens(
+        processor.replace_image_token(size_inputs(width, height), 0)
     )
 
 

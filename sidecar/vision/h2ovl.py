@@ -60,15 +60,7 @@ class H2OVLRule(InternVLChatRule):
         use_msac = preprocessor.get("use_msac", config.get("use_msac"))
         if use_msac is None:
             raise ValueError("H2OVL config has no use_msac")
-        return cls(
-            family,
-            tiler.image_size_px,
-            tiler.min_dynamic_patch,
-            tiler.max_dynamic_patch,
-            tiler.use_thumbnail,
-            tiler.tokens_per_tile,
-            use_msac=bool(use_msac),
-        )
+        return cls.over(tiler, use_msac=bool(use_msac))
 
     def msac_tiles(self, width_px: int, height_px: int) -> int:
         """``H2OVLProcessor.get_num_image_tokens`` with MSAC: ``n1 + n2 - 1``."""

@@ -28,8 +28,8 @@ this rule and override that piece: NVLM-D the replacement's length per tile coun
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, Self
 
 from sidecar.vision import ImageTokens
 from sidecar.vision.tiling import Size, TiledDownscale
@@ -99,6 +99,12 @@ class InternVLChatRule(TiledDownscale):
         return cls._build(
             family, config, preprocessor, config.get("force_image_size") or vision.get("image_size")
         )
+
+    @classmethod
+    def over(cls, tiler: InternVLChatRule, **own: Any) -> Self:
+        """A rule built on InternVL chat's tiles (H2OVL, NVLM-D): ``tiler``'s fields, then the
+        subclass's ``own``."""
+        return cls(**{f.name: getattr(tiler, f.name) for f in fields(tiler)}, **own)
 
     @classmethod
     def _build(

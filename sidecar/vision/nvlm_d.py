@@ -86,15 +86,7 @@ class NVLMRule(InternVLChatRule):
                 for n in range(1, most + 1)
             ),
         )
-        return cls(
-            family,
-            tiler.image_size_px,
-            tiler.min_dynamic_patch,
-            tiler.max_dynamic_patch,
-            tiler.use_thumbnail,
-            tiler.tokens_per_tile,
-            tokens_by_tiles=table,
-        )
+        return cls.over(tiler, tokens_by_tiles=table)
 
     def tokens_for_tiles(self, tiles: int) -> int:
         return self.tokens_by_tiles[tiles]

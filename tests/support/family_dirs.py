@@ -1224,31 +1224,37 @@ class KimiVLImageProcessor(BaseImageProcessor):
         )
 """
 
-# The checkpoint's remote processor (processing_kimi_vl.py): expands each <|media_pad|> to the
-# image's merged cells, as vLLM's prompt update then checks.
-_KIMI_VL_PROCESSOR_MODULE = """
+
+def _expanding_processor_module(
+    class_name: str, image_token: str, grid_key: str, merged_cells: str, video_token: str = ""
+) -> str:
+    """A checkpoint's remote processor that expands each ``image_token`` to the image's merged
+    cells (``grid.prod()`` over the ``merged_cells`` expression of the image processor), as
+    vLLM's prompt update then checks; the image processor's outputs pass through. The
+    ``video_token`` is only named, for a ProcessingInfo that reads it."""
+    return f'''
 from transformers import BatchFeature
 from transformers.processing_utils import ProcessorMixin
 
 
-class KimiVLProcessor(ProcessorMixin):
+class {class_name}(ProcessorMixin):
     attributes = ["image_processor", "tokenizer"]
     image_processor_class = "AutoImageProcessor"
     tokenizer_class = "AutoTokenizer"
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-        self.image_token = "<|media_pad|>"
+        self.image_token = "{image_token}"
+        self.video_token = "{video_token}"
         super().__init__(image_processor, tokenizer, chat_template=chat_template)
 
-    def __call__(self, images=None, text=None, return_tensors=None, **kwargs):
-        image_inputs = {}
+    def __call__(self, images=None, text=None, videos=None, return_tensors=None, **kwargs):
+        image_inputs = {{}}
         if images is not None:
             image_inputs = self.image_processor.preprocess(images, return_tensors="pt")
         text = [text] if isinstance(text, str) else list(text)
         if image_inputs:
-            merge = self.image_processor.merge_kernel_size
-            grids = image_inputs["image_grid_hws"]
-            counts = [int(grid.prod()) // (merge[0] * merge[1]) for grid in grids]
+            merged = {merged_cells}
+            counts = [int(grid.prod()) // merged for grid in image_inputs["{grid_key}"]]
             expanded = []
             for prompt in text:
                 while self.image_token in prompt:
@@ -1256,8 +1262,17 @@ class KimiVLProcessor(ProcessorMixin):
                 expanded.append(prompt.replace("<|placeholder|>", self.image_token + " "))
             text = expanded
         text_inputs = self.tokenizer(text)
-        return BatchFeature(data={**text_inputs, **image_inputs}, tensor_type=return_tensors)
-"""
+        return BatchFeature(data={{**text_inputs, **image_inputs}}, tensor_type=return_tensors)
+'''
+
+
+# The checkpoint's remote processor (processing_kimi_vl.py).
+_KIMI_VL_PROCESSOR_MODULE = _expanding_processor_module(
+    "KimiVLProcessor",
+    "<|media_pad|>",
+    "image_grid_hws",
+    "self.image_processor.merge_kernel_size[0] * self.image_processor.merge_kernel_size[1]",
+)
 
 
 def write_kimi_vl_dir(directory: Path, **image_processor: Any) -> Path:
@@ -1528,40 +1543,14 @@ class SiglipImageProcessor(BaseImageProcessor):
         )
 """
 
-# The checkpoint's remote processor (processing_keye.py): expands each <|image_pad|> to the
-# image's merged cells, as vLLM's prompt update then checks.
-_KEYE_PROCESSOR_MODULE = """
-from transformers import BatchFeature
-from transformers.processing_utils import ProcessorMixin
-
-
-class KeyeProcessor(ProcessorMixin):
-    attributes = ["image_processor", "tokenizer"]
-    image_processor_class = "AutoImageProcessor"
-    tokenizer_class = "AutoTokenizer"
-
-    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-        self.image_token = "<|image_pad|>"
-        self.video_token = "<|video_pad|>"
-        super().__init__(image_processor, tokenizer, chat_template=chat_template)
-
-    def __call__(self, images=None, text=None, videos=None, return_tensors=None, **kwargs):
-        image_inputs = {}
-        if images is not None:
-            image_inputs = self.image_processor.preprocess(images, return_tensors="pt")
-        text = [text] if isinstance(text, str) else list(text)
-        if image_inputs:
-            merge = self.image_processor.merge_size ** 2
-            counts = [int(grid.prod()) // merge for grid in image_inputs["image_grid_thw"]]
-            expanded = []
-            for prompt in text:
-                while self.image_token in prompt:
-                    prompt = prompt.replace(self.image_token, "<|placeholder|>" * counts.pop(0), 1)
-                expanded.append(prompt.replace("<|placeholder|>", self.image_token + " "))
-            text = expanded
-        text_inputs = self.tokenizer(text)
-        return BatchFeature(data={**text_inputs, **image_inputs}, tensor_type=return_tensors)
-"""
+# The checkpoint's remote processor (processing_keye.py).
+_KEYE_PROCESSOR_MODULE = _expanding_processor_module(
+    "KeyeProcessor",
+    "<|image_pad|>",
+    "image_grid_thw",
+    "self.image_processor.merge_size ** 2",
+    "<|video_pad|>",
+)
 
 
 def write_keye_dir(

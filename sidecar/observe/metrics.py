@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, cast, overload
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.metrics import MetricWrapperBase
 
 from sidecar.admission.budgets import Budgets
 from sidecar.admission.decision import Decision, Reason
@@ -91,261 +93,340 @@ class BandSeries:
     refusals: dict[Reason, Counter]
 
 
+M = TypeVar("M", bound=MetricWrapperBase)
+
+MODEL_ONLY: tuple[str, ...] = ("model",)
+PER_ROUTE: tuple[str, ...] = ("model", "route")
+PER_BAND: tuple[str, ...] = ("model", "band")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec(Generic[M]):
+    """One metric, declared once as an attribute of ``Metrics``: its name (without the
+    ``vlm_sidecar_`` prefix), type, help, labels and buckets. ``Metrics`` makes each on its
+    registry; one labelled by ``model`` alone has its series at zero from start-up, and one
+    with ``route_series`` is a field of every route's ``RouteSeries``.
+
+    As a class attribute it is a non-data descriptor: the instance's own attribute, set once
+    in ``Metrics.__init__``, is what a read finds, at a plain attribute's cost.
+    """
+
+    kind: type[M]
+    name: str
+    help: str
+    labels: tuple[str, ...] = MODEL_ONLY
+    buckets: Buckets | None = None
+    route_series: str | None = None  # the RouteSeries field holding a route's child
+    attribute: str = field(default="", init=False)
+
+    def __set_name__(self, owner: type, attribute: str) -> None:
+        object.__setattr__(self, "attribute", attribute)
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> MetricSpec[M]: ...
+    @overload
+    def __get__(self, instance: object, owner: type) -> M: ...
+    def __get__(self, instance: object | None, owner: type) -> MetricSpec[M] | M:
+        if instance is None:
+            return self
+        raise AttributeError(f"{self.attribute}: made by Metrics.__init__, not yet")
+
+    def make(self, registry: CollectorRegistry) -> M:
+        """The metric family on ``registry``."""
+        name = PREFIX + self.name
+        if self.buckets is None:
+            return self.kind(name, self.help, self.labels, registry=registry)
+        return cast(
+            M, Histogram(name, self.help, self.labels, buckets=self.buckets, registry=registry)
+        )
+
+
+def _counter(
+    name: str, help: str, labels: tuple[str, ...] = MODEL_ONLY, *, route_series: str | None = None
+) -> MetricSpec[Counter]:
+    return MetricSpec(Counter, name, help, labels, route_series=route_series)
+
+
+def _gauge(name: str, help: str, labels: tuple[str, ...] = MODEL_ONLY) -> MetricSpec[Gauge]:
+    return MetricSpec(Gauge, name, help, labels)
+
+
+def _histogram(
+    name: str,
+    help: str,
+    labels: tuple[str, ...],
+    buckets: Buckets,
+    *,
+    route_series: str | None = None,
+) -> MetricSpec[Histogram]:
+    return MetricSpec(Histogram, name, help, labels, buckets, route_series)
+
+
 class Metrics:
-    """The sidecar's metrics; one instance per process, on the given registry."""
+    """The sidecar's metrics; one instance per process, on the given registry.
+
+    Each metric is declared once below; docs/metrics.md's table is checked against them.
+    """
+
+    requests = _counter(
+        "requests_total",
+        "Inspected requests by decision and reason.",
+        ("model", "route", "decision", "reason"),
+    )
+    request_visual_tokens = _histogram(
+        "request_visual_tokens",
+        "Predicted visual tokens per request, as sent (before any downscale).",
+        PER_ROUTE,
+        TOKEN_BUCKETS,
+        route_series="visual_tokens",
+    )
+    request_prompt_tokens = _histogram(
+        "request_prompt_tokens",
+        "Predicted prompt tokens per request, as sent (before any downscale).",
+        PER_ROUTE,
+        TOKEN_BUCKETS,
+        route_series="prompt_tokens",
+    )
+    request_kv_bytes = _histogram(
+        "request_kv_bytes",
+        "Predicted KV-cache bytes per request as sent, in whole blocks, per GPU.",
+        PER_ROUTE,
+        KV_BYTES_BUCKETS,
+        route_series="kv_bytes",
+    )
+    request_images = _histogram(
+        "request_images", "Images per request.", PER_ROUTE, IMAGES_BUCKETS, route_series="images"
+    )
+    image_tokens = _histogram(
+        "image_tokens",
+        "Predicted tokens per image, before any downscale.",
+        MODEL_ONLY,
+        TOKEN_BUCKETS,
+    )
+    image_pixels = _histogram(
+        "image_pixels",
+        "Pixels per image as sent, after EXIF orientation; unknown sizes left out.",
+        MODEL_ONLY,
+        PIXEL_BUCKETS,
+    )
+    images = _counter(
+        "images_total", "Images seen, by format and source.", ("model", "format", "source")
+    )
+    video_tokens = _histogram(
+        "video_tokens",
+        "Predicted tokens per video: exact, or the allowance for a video not read.",
+        MODEL_ONLY,
+        TOKEN_BUCKETS,
+    )
+    video_seconds = _histogram(
+        "video_seconds",
+        "Duration per video as its container states it; videos not read left out.",
+        MODEL_ONLY,
+        VIDEO_SECONDS_BUCKETS,
+    )
+    videos = _counter(
+        "videos_total",
+        "Videos seen, by container format and source; format unknown: not read.",
+        ("model", "format", "source"),
+    )
+    downscaled_images = _counter("downscaled_images_total", "Images rewritten smaller.")
+    downscale_seconds = _histogram(
+        "downscale_seconds",
+        "Time to decode, resize and encode one image.",
+        MODEL_ONLY,
+        OVERHEAD_SECONDS_BUCKETS,
+    )
+    inflight_requests = _gauge("inflight_requests", "Requests holding a KV reservation.")
+    inflight_kv_bytes = _gauge(
+        "inflight_kv_bytes", "Predicted KV bytes of in-flight requests, per GPU."
+    )
+    kv_budget_bytes = _gauge("kv_budget_bytes", "In-flight KV budget, per GPU; 0: no budget.")
+    queue_depth = _gauge("queue_depth", "Requests waiting for KV budget.")
+    queue_wait_seconds = _histogram(
+        "queue_wait_seconds",
+        "Time spent waiting for KV budget, by requests that waited (timed out included).",
+        MODEL_ONLY,
+        OVERHEAD_SECONDS_BUCKETS,
+    )
+    band_queue_depth = _gauge(
+        "band_queue_depth", "Requests waiting for KV budget, by priority band.", PER_BAND
+    )
+    band_oldest_wait_seconds = _gauge(
+        "band_oldest_wait_seconds",
+        "How long the oldest waiter of each priority band has waited so far; 0: none.",
+        PER_BAND,
+    )
+    band_queue_wait_seconds = _histogram(
+        "band_queue_wait_seconds",
+        "Time spent waiting for KV budget by requests that waited, by priority band.",
+        PER_BAND,
+        OVERHEAD_SECONDS_BUCKETS,
+    )
+    band_refusals = _counter(
+        "band_refusals_total",
+        "429s from the KV queue by priority band and reason (queue_timeout, queue_full, "
+        "shed); shed also counts sheddable requests refused while vLLM is saturated.",
+        ("model", "band", "reason"),
+    )
+    fairness_tenants_waiting = _gauge(
+        "fairness_tenants_waiting", "Tenants with at least one request waiting."
+    )
+    queue_timeout_seconds = _gauge(
+        "queue_timeout_seconds", "Longest wait for KV budget before a 429."
+    )
+    queue_max_depth = _gauge(
+        "queue_max_depth", "Requests that may wait for KV budget before a 429."
+    )
+    observed_prompt_tokens = _histogram(
+        "observed_prompt_tokens",
+        "prompt_tokens reported in vLLM's usage (JSON body or final stream chunk).",
+        PER_ROUTE,
+        TOKEN_BUCKETS,
+        route_series="observed_prompt_tokens",
+    )
+    usage_predicted_prompt_tokens = _counter(
+        "usage_predicted_prompt_tokens_total",
+        "Predicted prompt tokens of forwarded requests whose answer reported usage; "
+        "compare with vlm_sidecar_observed_prompt_tokens_sum.",
+        PER_ROUTE,
+        route_series="usage_predicted_prompt_tokens",
+    )
+    prompt_tokens_error = _histogram(
+        "prompt_tokens_prediction_error",
+        "Observed minus predicted prompt tokens of the forwarded request; negative when "
+        "over-predicted (so _sum is not a counter: rate() the buckets only).",
+        PER_ROUTE,
+        ERROR_TOKEN_BUCKETS,
+        route_series="prompt_tokens_error",
+    )
+    image_tokens_error = _histogram(
+        "image_tokens_prediction_error",
+        "Observed minus predicted image tokens, from vLLM's "
+        "prompt_tokens_details.multimodal_tokens (--enable-prompt-tokens-details).",
+        PER_ROUTE,
+        ERROR_TOKEN_BUCKETS,
+        route_series="image_tokens_error",
+    )
+    text_tokens_error = _histogram(
+        "text_tokens_prediction_error",
+        "Observed minus predicted prompt tokens that are not image tokens; needs "
+        "--enable-prompt-tokens-details.",
+        PER_ROUTE,
+        ERROR_TOKEN_BUCKETS,
+        route_series="text_tokens_error",
+    )
+    overhead_seconds = _histogram(
+        "overhead_seconds",
+        "Arrival to upstream send, queue wait excluded.",
+        PER_ROUTE,
+        OVERHEAD_SECONDS_BUCKETS,
+        route_series="overhead_seconds",
+    )
+    upstream_first_byte_seconds = _histogram(
+        "upstream_first_byte_seconds",
+        "Upstream send to first response byte.",
+        PER_ROUTE,
+        UPSTREAM_SECONDS_BUCKETS,
+        route_series="upstream_first_byte_seconds",
+    )
+    request_duration_seconds = _histogram(
+        "request_duration_seconds",
+        "Arrival to the last byte relayed.",
+        PER_ROUTE,
+        UPSTREAM_SECONDS_BUCKETS,
+        route_series="request_duration_seconds",
+    )
+    uninspected_requests = _counter(
+        "uninspected_requests_total",
+        "Requests not priced, by what their path is (passed, metrics, admin, unknown, "
+        "unpriceable, ambiguous, redirect) and what was done (forwarded, refused, answered).",
+        ("model", "kind", "action"),
+    )
+    upstream_errors = _counter(
+        "upstream_errors_total", "Failures talking to vLLM, by kind.", ("model", "kind")
+    )
+    trace_spans_dropped = _counter(
+        "trace_spans_dropped_total",
+        "Trace spans never exported: the OTLP export failed or the span queue was full.",
+    )
+    profile_kv_bytes_per_token = _gauge(
+        "model_kv_bytes_per_token", "KV bytes per token of the model, per GPU."
+    )
+    profile_max_image_tokens = _gauge(
+        "model_max_image_tokens", "Tokens of the model's largest image."
+    )
+    profile = MetricSpec(Info, "model", "The active model profile.", ())
+    engine_max_model_len = _gauge(
+        "engine_max_model_len", "max_model_len read from vLLM's /v1/models; 0: not yet read."
+    )
+    engine_kv_capacity_tokens = _gauge(
+        "engine_kv_capacity_tokens",
+        "vLLM's KV pool in tokens (num_gpu_blocks x block_size); 0: not yet read.",
+    )
+    engine_kv_cache_usage = _gauge(
+        "engine_kv_cache_usage", "vllm:kv_cache_usage_perc at the last poll, 0 to 1."
+    )
+    engine_requests_waiting = _gauge(
+        "engine_requests_waiting", "vllm:num_requests_waiting at the last poll."
+    )
+    engine_saturated = _gauge(
+        "engine_saturated", "1 while new requests are held because vLLM is saturated."
+    )
+    rule_check_mismatches = _gauge(
+        "rule_check_mismatches",
+        "Image sizes on which the rule and vLLM's /tokenize disagreed at the last self-check; "
+        "0 when all agreed or none ran.",
+    )
+    rule_check_timestamp_seconds = _gauge(
+        "rule_check_timestamp_seconds",
+        "Unix time of the last completed self-check of the rule against vLLM; 0: none yet.",
+    )
+    engine_pricing = _gauge(
+        "engine_pricing", "1 while images are priced by vLLM's own count (SIDECAR_PRICING)."
+    )
+    engine_memo_sizes = _gauge(
+        "engine_memo_sizes", "Image sizes whose vLLM count (or refusal) is remembered."
+    )
+    engine_calibrations = _counter(
+        "engine_calibrations_total",
+        "Image sizes looked up in vLLM's counts, by outcome: hit (remembered), answered, "
+        "refused (vLLM refuses the size), failed (no answer), bounded (priced at the upper "
+        "bound: rate spent or answer late).",
+        ("model", "outcome"),
+    )
+    kv_block_size_tokens = _gauge(
+        "kv_block_size_tokens",
+        "Tokens per KV block in pricing: SIDECAR_BLOCK_SIZE_TOKENS, else vLLM's block_size "
+        "once read (16 before); raised for a hybrid model until a page holds its state.",
+    )
+    kv_state_bytes_per_request = _gauge(
+        "kv_state_bytes_per_request",
+        "KV bytes every request holds whatever its length, per GPU: a hybrid model's "
+        "recurrent-state blocks; 0 for an attention-only model.",
+    )
+
+    @classmethod
+    def specs(cls) -> list[MetricSpec[Any]]:
+        """Every metric declared above, in order (the budget gauges are made from
+        ``BUDGET_NAMES``)."""
+        return [spec for spec in vars(cls).values() if isinstance(spec, MetricSpec)]
 
     def __init__(self, registry: CollectorRegistry, *, model: str) -> None:
         self.model = model
-        route: tuple[str, ...] = ("model", "route")
-        only_model: tuple[str, ...] = ("model",)
-
-        def histogram(name: str, doc: str, labels: tuple[str, ...], buckets: Buckets) -> Histogram:
-            return Histogram(PREFIX + name, doc, labels, buckets=buckets, registry=registry)
-
-        def counter(name: str, doc: str, labels: tuple[str, ...] = only_model) -> Counter:
-            return Counter(PREFIX + name, doc, labels, registry=registry)
-
-        def gauge(name: str, doc: str) -> Gauge:
-            return Gauge(PREFIX + name, doc, only_model, registry=registry)
-
-        self.requests = counter(
-            "requests_total",
-            "Inspected requests by decision and reason.",
-            ("model", "route", "decision", "reason"),
-        )
-        self.request_visual_tokens = histogram(
-            "request_visual_tokens",
-            "Predicted visual tokens per request, as sent (before any downscale).",
-            route,
-            TOKEN_BUCKETS,
-        )
-        self.request_prompt_tokens = histogram(
-            "request_prompt_tokens",
-            "Predicted prompt tokens per request, as sent (before any downscale).",
-            route,
-            TOKEN_BUCKETS,
-        )
-        self.request_kv_bytes = histogram(
-            "request_kv_bytes",
-            "Predicted KV-cache bytes per request as sent, in whole blocks, per GPU.",
-            route,
-            KV_BYTES_BUCKETS,
-        )
-        self.request_images = histogram(
-            "request_images", "Images per request.", route, IMAGES_BUCKETS
-        )
-        self.image_tokens = histogram(
-            "image_tokens",
-            "Predicted tokens per image, before any downscale.",
-            only_model,
-            TOKEN_BUCKETS,
-        )
-        self.image_pixels = histogram(
-            "image_pixels",
-            "Pixels per image as sent, after EXIF orientation; unknown sizes left out.",
-            only_model,
-            PIXEL_BUCKETS,
-        )
-        self.images = counter(
-            "images_total", "Images seen, by format and source.", ("model", "format", "source")
-        )
-        self.video_tokens = histogram(
-            "video_tokens",
-            "Predicted tokens per video: exact, or the allowance for a video not read.",
-            only_model,
-            TOKEN_BUCKETS,
-        )
-        self.video_seconds = histogram(
-            "video_seconds",
-            "Duration per video as its container states it; videos not read left out.",
-            only_model,
-            VIDEO_SECONDS_BUCKETS,
-        )
-        self.videos = counter(
-            "videos_total",
-            "Videos seen, by container format and source; format unknown: not read.",
-            ("model", "format", "source"),
-        )
-        self.downscaled_images = counter("downscaled_images_total", "Images rewritten smaller.")
-        self.downscale_seconds = histogram(
-            "downscale_seconds",
-            "Time to decode, resize and encode one image.",
-            only_model,
-            OVERHEAD_SECONDS_BUCKETS,
-        )
-        self.inflight_requests = gauge("inflight_requests", "Requests holding a KV reservation.")
-        self.inflight_kv_bytes = gauge(
-            "inflight_kv_bytes", "Predicted KV bytes of in-flight requests, per GPU."
-        )
-        self.kv_budget_bytes = gauge(
-            "kv_budget_bytes", "In-flight KV budget, per GPU; 0: no budget."
-        )
-        self.queue_depth = gauge("queue_depth", "Requests waiting for KV budget.")
-        self.queue_wait_seconds = histogram(
-            "queue_wait_seconds",
-            "Time spent waiting for KV budget, by requests that waited (timed out included).",
-            only_model,
-            OVERHEAD_SECONDS_BUCKETS,
-        )
-        band: tuple[str, ...] = ("model", "band")
-        self.band_queue_depth = Gauge(
-            PREFIX + "band_queue_depth",
-            "Requests waiting for KV budget, by priority band.",
-            band,
-            registry=registry,
-        )
-        self.band_oldest_wait_seconds = Gauge(
-            PREFIX + "band_oldest_wait_seconds",
-            "How long the oldest waiter of each priority band has waited so far; 0: none.",
-            band,
-            registry=registry,
-        )
-        self.band_queue_wait_seconds = histogram(
-            "band_queue_wait_seconds",
-            "Time spent waiting for KV budget by requests that waited, by priority band.",
-            band,
-            OVERHEAD_SECONDS_BUCKETS,
-        )
-        self.band_refusals = counter(
-            "band_refusals_total",
-            "429s from the KV queue by priority band and reason (queue_timeout, queue_full, "
-            "shed); shed also counts sheddable requests refused while vLLM is saturated.",
-            ("model", "band", "reason"),
-        )
-        self.fairness_tenants_waiting = gauge(
-            "fairness_tenants_waiting", "Tenants with at least one request waiting."
-        )
-        self._bands: dict[str, BandSeries] = {}
-        self.queue_timeout_seconds = gauge(
-            "queue_timeout_seconds", "Longest wait for KV budget before a 429."
-        )
-        self.queue_max_depth = gauge(
-            "queue_max_depth", "Requests that may wait for KV budget before a 429."
-        )
-        self.observed_prompt_tokens = histogram(
-            "observed_prompt_tokens",
-            "prompt_tokens reported in vLLM's usage (JSON body or final stream chunk).",
-            route,
-            TOKEN_BUCKETS,
-        )
-        self.usage_predicted_prompt_tokens = counter(
-            "usage_predicted_prompt_tokens_total",
-            "Predicted prompt tokens of forwarded requests whose answer reported usage; "
-            "compare with vlm_sidecar_observed_prompt_tokens_sum.",
-            route,
-        )
-        self.prompt_tokens_error = histogram(
-            "prompt_tokens_prediction_error",
-            "Observed minus predicted prompt tokens of the forwarded request; negative when "
-            "over-predicted (so _sum is not a counter: rate() the buckets only).",
-            route,
-            ERROR_TOKEN_BUCKETS,
-        )
-        self.image_tokens_error = histogram(
-            "image_tokens_prediction_error",
-            "Observed minus predicted image tokens, from vLLM's "
-            "prompt_tokens_details.multimodal_tokens (--enable-prompt-tokens-details).",
-            route,
-            ERROR_TOKEN_BUCKETS,
-        )
-        self.text_tokens_error = histogram(
-            "text_tokens_prediction_error",
-            "Observed minus predicted prompt tokens that are not image tokens; needs "
-            "--enable-prompt-tokens-details.",
-            route,
-            ERROR_TOKEN_BUCKETS,
-        )
-        self.overhead_seconds = histogram(
-            "overhead_seconds",
-            "Arrival to upstream send, queue wait excluded.",
-            route,
-            OVERHEAD_SECONDS_BUCKETS,
-        )
-        self.upstream_first_byte_seconds = histogram(
-            "upstream_first_byte_seconds",
-            "Upstream send to first response byte.",
-            route,
-            UPSTREAM_SECONDS_BUCKETS,
-        )
-        self.request_duration_seconds = histogram(
-            "request_duration_seconds",
-            "Arrival to the last byte relayed.",
-            route,
-            UPSTREAM_SECONDS_BUCKETS,
-        )
-        self.uninspected_requests = counter(
-            "uninspected_requests_total",
-            "Requests not priced, by what their path is (passed, metrics, admin, unknown, "
-            "unpriceable, ambiguous, redirect) and what was done (forwarded, refused, "
-            "answered).",
-            ("model", "kind", "action"),
-        )
-        self.upstream_errors = counter(
-            "upstream_errors_total", "Failures talking to vLLM, by kind.", ("model", "kind")
-        )
-        self.trace_spans_dropped = counter(
-            "trace_spans_dropped_total",
-            "Trace spans never exported: the OTLP export failed or the span queue was full.",
-        )
+        for spec in self.specs():
+            family = spec.make(registry)
+            setattr(self, spec.attribute, family)
+            if spec.labels == MODEL_ONLY:
+                family.labels(model)
         self.budgets = {
-            name: gauge(f"budget_{name}", f"SIDECAR_{name.upper()} in force now; 0: unlimited.")
+            name: _gauge(
+                f"budget_{name}", f"SIDECAR_{name.upper()} in force now; 0: unlimited."
+            ).make(registry)
             for name in BUDGET_NAMES
         }
-        self.profile_kv_bytes_per_token = gauge(
-            "model_kv_bytes_per_token", "KV bytes per token of the model, per GPU."
-        )
-        self.profile_max_image_tokens = gauge(
-            "model_max_image_tokens", "Tokens of the model's largest image."
-        )
-        self.profile = Info(PREFIX + "model", "The active model profile.", registry=registry)
-        self.engine_max_model_len = gauge(
-            "engine_max_model_len", "max_model_len read from vLLM's /v1/models; 0: not yet read."
-        )
-        self.engine_kv_capacity_tokens = gauge(
-            "engine_kv_capacity_tokens",
-            "vLLM's KV pool in tokens (num_gpu_blocks x block_size); 0: not yet read.",
-        )
-        self.engine_kv_cache_usage = gauge(
-            "engine_kv_cache_usage", "vllm:kv_cache_usage_perc at the last poll, 0 to 1."
-        )
-        self.engine_requests_waiting = gauge(
-            "engine_requests_waiting", "vllm:num_requests_waiting at the last poll."
-        )
-        self.engine_saturated = gauge(
-            "engine_saturated", "1 while new requests are held because vLLM is saturated."
-        )
-        self.rule_check_mismatches = gauge(
-            "rule_check_mismatches",
-            "Image sizes on which the rule and vLLM's /tokenize disagreed at the last self-check; "
-            "0 when all agreed or none ran.",
-        )
-        self.rule_check_timestamp_seconds = gauge(
-            "rule_check_timestamp_seconds",
-            "Unix time of the last completed self-check of the rule against vLLM; 0: none yet.",
-        )
-        self.engine_pricing = gauge(
-            "engine_pricing", "1 while images are priced by vLLM's own count (SIDECAR_PRICING)."
-        )
-        self.engine_memo_sizes = gauge(
-            "engine_memo_sizes", "Image sizes whose vLLM count (or refusal) is remembered."
-        )
-        self.engine_calibrations = counter(
-            "engine_calibrations_total",
-            "Image sizes looked up in vLLM's counts, by outcome: hit (remembered), answered, "
-            "refused (vLLM refuses the size), failed (no answer), bounded (priced at the upper "
-            "bound: rate spent or answer late).",
-            ("model", "outcome"),
-        )
-        self.kv_block_size_tokens = gauge(
-            "kv_block_size_tokens",
-            "Tokens per KV block in pricing: SIDECAR_BLOCK_SIZE_TOKENS, else vLLM's block_size "
-            "once read (16 before); raised for a hybrid model until a page holds its state.",
-        )
-        self.kv_state_bytes_per_request = gauge(
-            "kv_state_bytes_per_request",
-            "KV bytes every request holds whatever its length, per GPU: a hybrid model's "
-            "recurrent-state blocks; 0 for an attention-only model.",
-        )
+        for gauge in self.budgets.values():
+            gauge.labels(model)
+        self._bands: dict[str, BandSeries] = {}
 
         # The main routes' series exist at zero; the others' are made on their first request.
         self._routes = {route.label: self._route_series(route.label) for route in PRIMARY_ROUTES}
@@ -378,19 +459,6 @@ class Metrics:
             self.band(label)
             self.band_queue_depth.labels(model, label)
             self.band_oldest_wait_seconds.labels(model, label)
-        for metric in (
-            self.inflight_requests, self.inflight_kv_bytes, self.kv_budget_bytes,
-            self.queue_depth, self.queue_timeout_seconds, self.queue_max_depth,
-            self.fairness_tenants_waiting,
-            self.profile_kv_bytes_per_token, self.profile_max_image_tokens,
-            self.engine_max_model_len, self.engine_kv_capacity_tokens,
-            self.engine_kv_cache_usage, self.engine_requests_waiting, self.engine_saturated,
-            self.kv_block_size_tokens, self.kv_state_bytes_per_request,
-            self.rule_check_mismatches, self.rule_check_timestamp_seconds, self.engine_pricing,
-            self.engine_memo_sizes,
-            *self.budgets.values(),
-        ):  # fmt: skip
-            metric.labels(model)
 
     def _route_series(self, route: str) -> RouteSeries:
         model = self.model
@@ -402,18 +470,10 @@ class Metrics:
                 (decision.value, reason.value): self.requests.labels(model, route, decision, reason)
                 for decision, reason in VALID_OUTCOMES
             },
-            visual_tokens=self.request_visual_tokens.labels(model, route),
-            prompt_tokens=self.request_prompt_tokens.labels(model, route),
-            kv_bytes=self.request_kv_bytes.labels(model, route),
-            images=self.request_images.labels(model, route),
-            observed_prompt_tokens=self.observed_prompt_tokens.labels(model, route),
-            usage_predicted_prompt_tokens=self.usage_predicted_prompt_tokens.labels(model, route),
-            prompt_tokens_error=self.prompt_tokens_error.labels(model, route),
-            image_tokens_error=self.image_tokens_error.labels(model, route),
-            text_tokens_error=self.text_tokens_error.labels(model, route),
-            overhead_seconds=self.overhead_seconds.labels(model, route),
-            upstream_first_byte_seconds=self.upstream_first_byte_seconds.labels(model, route),
-            request_duration_seconds=self.request_duration_seconds.labels(model, route),
+            **{
+                str(spec.route_series): getattr(self, spec.attribute).labels(model, route)
+                for spec in _ROUTE_SPECS
+            },
         )
 
     def for_route(self, route: str) -> RouteSeries:
@@ -576,6 +636,11 @@ class Metrics:
         self.kv_state_bytes_per_request.labels(self.model).set_function(
             lambda: float(kv().request_kv_bytes(0))
         )
+
+
+# The metrics with a child in every route's RouteSeries: a field RouteSeries lacks, or one
+# no metric fills, fails the first Metrics made.
+_ROUTE_SPECS = [spec for spec in Metrics.specs() if spec.route_series is not None]
 
 
 def _budget_reader(budgets: Callable[[], Budgets], name: str) -> Callable[[], float]:

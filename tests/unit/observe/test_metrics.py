@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Histogram
 
 from sidecar.admission.budgets import Budgets
 from sidecar.admission.decision import Decision, Reason
@@ -78,3 +78,23 @@ async def test_metrics_bands_exist_at_zero_and_read_the_ledger_per_band_at_scrap
         reservation.release()
     assert value("vlm_sidecar_band_queue_depth", "10") == 0
     assert value("vlm_sidecar_band_oldest_wait_seconds", "10") == 0
+
+
+def test_every_declared_metric_labelled_by_model_alone_exists_at_zero_from_start_up() -> None:
+    registry = CollectorRegistry()
+    Metrics(registry, model="m")
+    model_only = [spec for spec in Metrics.specs() if spec.labels == ("model",)]
+    assert len(model_only) > 20
+    for spec in model_only:
+        sample = "vlm_sidecar_" + spec.name + ("_count" if spec.kind is Histogram else "")
+        assert registry.get_sample_value(sample, {"model": "m"}) == 0, spec.name
+
+
+def test_every_route_series_field_is_filled_by_the_metric_declared_for_it() -> None:
+    registry = CollectorRegistry()
+    series = Metrics(registry, model="m").for_route("chat")
+    series.kv_bytes.observe(4096)
+    series.request_duration_seconds.observe(0.5)
+    labels = {"model": "m", "route": "chat"}
+    assert registry.get_sample_value("vlm_sidecar_request_kv_bytes_sum", labels) == 4096
+    assert registry.get_sample_value("vlm_sidecar_request_duration_seconds_sum", labels) == 0.5

@@ -20,10 +20,10 @@ if __package__ in (None, ""):  # run as a script: make ``sidecar`` importable
 
 import orjson
 
+from sidecar.body.request_body import parse_request_body
 from sidecar.cost.assembly import PricingPolicy
 from sidecar.cost.engine_prices import EngineCount, EnginePrices
 from sidecar.cost.pricer import Pricer
-from sidecar.cost.request_body import parse_request_body
 from sidecar.images.synthetic import solid_png
 from sidecar.profiles import load_profile
 from sidecar.routes import Route

@@ -15,8 +15,8 @@ import timeit
 from pathlib import Path
 from typing import Any
 
-from sidecar.cost.chat_request import from_chat_body
-from sidecar.cost.text_tokens import PromptCounter
+from sidecar.text.chat_request import from_chat_body
+from sidecar.text.text_tokens import PromptCounter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: tests/support
 from tests.support.model_dirs import write_config_files, write_qwen_tokenizer

@@ -76,7 +76,7 @@ from PIL import Image
 
 from sidecar.admission.decision import decide
 from sidecar.admission.ledger import KvLedger
-from sidecar.cost.request_body import parse_request_body
+from sidecar.body.request_body import parse_request_body
 from sidecar.images.data_uri import validate_base64
 from sidecar.images.probe import probe_base64
 from sidecar.observe import tracing

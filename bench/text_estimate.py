@@ -1,6 +1,6 @@
 """The text estimate against the truth: never below it, and by how much above.
 
-Without a tokenizer the sidecar estimates text tokens (``sidecar/cost/text_estimate.py``).
+Without a tokenizer the sidecar estimates text tokens (``sidecar/text/text_estimate.py``).
 This benchmark builds a seeded mixed corpus of requests: English prose and Python code (the
 standard library's docstrings and sources, so every run of one Python sees the same text),
 digit tables, Chinese, Japanese and Korean, emoji, mixed scripts, multi-turn chats, tool
@@ -31,12 +31,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: tests/ is importable
 
+from sidecar.body.request_body import parse_request_body  # noqa: E402
 from sidecar.cost.assembly import PricingPolicy  # noqa: E402
 from sidecar.cost.pricer import Pricer  # noqa: E402
-from sidecar.cost.request_body import parse_request_body  # noqa: E402
-from sidecar.cost.text_tokens import PromptCounter  # noqa: E402
 from sidecar.profiles import load_profile  # noqa: E402
 from sidecar.routes import Route  # noqa: E402
+from sidecar.text.text_tokens import PromptCounter  # noqa: E402
 from tests.real_vllm.cases import data_uri  # noqa: E402
 from tests.support.qwen_models import ensure_model  # noqa: E402
 

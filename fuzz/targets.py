@@ -23,9 +23,9 @@ from typing import Any
 import atheris
 
 with atheris.instrument_imports():
-    from sidecar.cost import request_body
+    from sidecar.body import refs, request_body
     from sidecar.errors import ImageError, InvalidRequestError
-    from sidecar.images import headers, probe, refs, resize
+    from sidecar.images import headers, probe, resize
     from sidecar.routes import Route
 
 from PIL import Image

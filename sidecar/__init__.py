@@ -7,10 +7,12 @@ only from its own stage or an earlier one (``tests/unit/test_layout.py`` keeps i
    variable, the failure tree, formatting, the route table
 1. ``images/`` ``vision/`` ``video/``  size from header bytes only; tokens per image or video
    for each model family (``images.remote``: guarded URL probes; ``images.resize``: pixels)
+   ``body/``       the request body read as vLLM reads it: its fields, media and prompts
 2. ``profiles/``   the served model: vision rule, video rule and KV geometry, from a
    built-in name or a model directory
-3. ``cost/``       one request's price: the body's fields and media, exact or estimated
-   text tokens, prompt tokens and KV bytes in whole blocks
+   ``text/``       text tokens: exact with the model's template and tokenizer, or estimated
+3. ``cost/``       one request's price: its images, videos and text priced, then prompt
+   tokens and KV bytes in whole blocks
 4. ``admission/``  admit, downscale, wait or reject: the pure decision, the budgets, the
    downscale plan, the in-flight KV ledger, the order its waiters are served in (priority
    bands, KV-fair between tenants: ``admission.discipline``, ``admission.fair_queue``) and

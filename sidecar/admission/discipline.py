@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sidecar.cost.lax_values import lax_int
+from sidecar.body.lax_values import lax_int
 from sidecar.settings import Settings, parse_objective_priorities
 
 OBJECTIVE_HEADERS = ("x-gateway-inference-objective", "x-llm-d-inference-objective")

@@ -23,6 +23,8 @@ from dataclasses import dataclass, replace
 
 import orjson
 
+from sidecar.body.refs import ImageRef, ImageSource, MediaItem, SequenceRef
+from sidecar.body.request_body import RequestBody
 from sidecar.cost.assembly import (
     PricingPolicy,
     PromptParts,
@@ -33,10 +35,6 @@ from sidecar.cost.assembly import (
 )
 from sidecar.cost.engine_prices import EnginePrices, engine_image_tokens
 from sidecar.cost.prediction import ImageCost, RequestPrediction, VideoCost
-from sidecar.cost.request_body import RequestBody
-from sidecar.cost.route_text import exact_prompts
-from sidecar.cost.text_estimate import TemplateOverhead, estimate_sequence_tokens, overhead_for
-from sidecar.cost.text_tokens import ChatTemplateError, PromptCounter
 from sidecar.errors import (
     ConfigurationError,
     ImageError,
@@ -46,7 +44,6 @@ from sidecar.errors import (
 )
 from sidecar.images.data_uri import split_data_uri, validate_base64
 from sidecar.images.probe import ImageHeader, probe_base64
-from sidecar.images.refs import ImageRef, ImageSource, MediaItem, SequenceRef
 from sidecar.images.remote import (
     RemoteImageFetchError,
     RemoteImageProber,
@@ -55,6 +52,9 @@ from sidecar.images.remote import (
 from sidecar.profiles import ModelProfile
 from sidecar.routes import BodyShape, Work
 from sidecar.settings import RemoteImages
+from sidecar.text.route_text import exact_prompts
+from sidecar.text.text_estimate import TemplateOverhead, estimate_sequence_tokens, overhead_for
+from sidecar.text.text_tokens import ChatTemplateError, PromptCounter
 from sidecar.video import TextTokenCounter, VideoRule
 from sidecar.video.probe import (
     VideoHeader,

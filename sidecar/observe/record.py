@@ -16,8 +16,8 @@ import structlog
 
 from sidecar.admission.decision import Decision, Downscale, Reason, Reject, Verdict, after_hold
 from sidecar.admission.discipline import DEFAULT_CLASS, NO_TAGS, QueueClass, QueueTags
+from sidecar.body.request_body import RequestBody
 from sidecar.cost.prediction import RequestPrediction
-from sidecar.cost.request_body import RequestBody
 from sidecar.observe.labels import image_format_label, video_format_label
 from sidecar.observe.metrics import Metrics, observe_all
 from sidecar.observe.usage import Usage

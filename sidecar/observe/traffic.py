@@ -27,9 +27,9 @@ from typing import Any
 
 import orjson
 
+from sidecar.body.request_body import RequestBody
 from sidecar.cost.assembly import PricingPolicy, media_prompt_tokens, prompt_visual_tokens
 from sidecar.cost.prediction import RequestPrediction, VideoCost
-from sidecar.cost.request_body import RequestBody
 from sidecar.observe.record import RequestRecord, prediction_error_split
 from sidecar.observe.traffic_format import header_line
 from sidecar.routes import BodyShape

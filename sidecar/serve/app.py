@@ -27,9 +27,6 @@ from sidecar.admission.ledger import KvLedger
 from sidecar.admission.saturation import SaturationGate
 from sidecar.cost.assembly import PricingPolicy
 from sidecar.cost.pricer import Pricer
-from sidecar.cost.template_overhead import learned_overhead
-from sidecar.cost.text_estimate import TemplateOverhead
-from sidecar.cost.text_tokens import PromptCounter
 from sidecar.engine import (
     EngineFacts,
     EngineWatcher,
@@ -83,6 +80,9 @@ from sidecar.serve.keys import (
 from sidecar.serve.relay import Upstream
 from sidecar.serve.router import dispatch, expect_continue
 from sidecar.settings import Mode, Pricing, RemoteImages, Settings
+from sidecar.text.template_overhead import learned_overhead
+from sidecar.text.text_estimate import TemplateOverhead
+from sidecar.text.text_tokens import PromptCounter
 
 READINESS_TIMEOUT_SECONDS = 2.0
 

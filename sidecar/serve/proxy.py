@@ -16,8 +16,8 @@ from aiohttp import web
 from sidecar.admission.decision import Downscale, Reason, Reject, decide
 from sidecar.admission.discipline import QueueClass, classify, read_tags
 from sidecar.admission.ledger import Reservation
+from sidecar.body.request_body import BodyPolicy, RequestBody, parse_request_body
 from sidecar.cost.prediction import with_kv_bytes
-from sidecar.cost.request_body import BodyPolicy, RequestBody, parse_request_body
 from sidecar.errors import (
     BodyTooLargeError,
     InvalidRequestError,

@@ -15,11 +15,11 @@ from concurrent.futures import Executor
 import orjson
 
 from sidecar.admission.decision import Downscale
-from sidecar.cost.body_lift import splice
-from sidecar.cost.request_body import RequestBody
+from sidecar.body import body_json
+from sidecar.body.body_lift import splice
+from sidecar.body.refs import ImageRef
+from sidecar.body.request_body import RequestBody
 from sidecar.errors import NotBase64Error
-from sidecar.images import body_json
-from sidecar.images.refs import ImageRef
 from sidecar.images.resize import DownscaledImage, downscale_image
 
 

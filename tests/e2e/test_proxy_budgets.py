@@ -18,9 +18,9 @@ import orjson
 import pytest
 from structlog.testing import capture_logs
 
-from sidecar.cost.text_estimate import overhead_for
 from sidecar.serve.keys import BUDGETS, LEDGER
 from sidecar.standin import StandinServer
+from sidecar.text.text_estimate import overhead_for
 from tests.support.imaging import (
     anthropic_base64,
     chat,

@@ -1,4 +1,4 @@
-"""Fuzzing the body parser and the image reference extraction (``request_body``, ``images.refs``).
+"""Fuzzing the body parser and the image reference extraction (``request_body``, ``body.refs``).
 
 Bodies come from each route's grammar, mangled or not (``tests.support.fuzz_strategies``).
 Properties:
@@ -25,8 +25,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.cost import request_body
-from sidecar.cost.request_body import (
+from sidecar.body import request_body
+from sidecar.body.refs import ImageSource
+from sidecar.body.request_body import (
     MAX_INT64,
     BodyPolicy,
     RequestBody,
@@ -34,7 +35,6 @@ from sidecar.cost.request_body import (
     splice,
 )
 from sidecar.errors import InvalidRequestError
-from sidecar.images.refs import ImageSource
 from sidecar.routes import Route
 from tests.support.fuzz_strategies import examples, request_bytes
 

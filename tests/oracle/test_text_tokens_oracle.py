@@ -14,15 +14,15 @@ from transformers import PreTrainedTokenizerFast
 from transformers.models.qwen2_5_vl.processing_qwen2_5_vl import Qwen2_5_VLProcessor
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
+from sidecar.body.request_body import parse_request_body
 from sidecar.cost.assembly import PricingPolicy
 from sidecar.cost.pricer import Pricer
-from sidecar.cost.request_body import parse_request_body
-from sidecar.cost.text_tokens import PromptCounter
 from sidecar.profiles import load_profile
 from sidecar.profiles.builtins import BUILTIN_MODELS
 from sidecar.routes import Route
 from sidecar.serve.keys import PRICER
 from sidecar.settings import Settings
+from sidecar.text.text_tokens import PromptCounter
 from tests.support.imaging import jpeg_uri
 from tests.support.model_dirs import QWEN2_VL_CHAT_TEMPLATE, write_qwen25_model_dir
 from tests.support.sidecars import QWEN, SidecarFactory

@@ -36,15 +36,15 @@ import transformers
 from transformers import PreTrainedTokenizerFast
 from transformers.video_utils import VideoMetadata
 
+from sidecar.body.request_body import parse_request_body
 from sidecar.cost.assembly import PricingPolicy
 from sidecar.cost.pricer import Pricer
-from sidecar.cost.request_body import parse_request_body
-from sidecar.cost.text_tokens import PromptCounter
 from sidecar.errors import VideoError
 from sidecar.profiles import load_profile
 from sidecar.profiles.builtins import BUILTIN_MODELS
 from sidecar.routes import Route
 from sidecar.settings import Settings
+from sidecar.text.text_tokens import PromptCounter
 from sidecar.video.probe import VideoHeader, probe_video_bytes
 from sidecar.video.qwen import QwenVideoRule, clip_smart_resize
 from tests.support.model_dirs import QWEN2_VL_CHAT_TEMPLATE, write_qwen_tokenizer

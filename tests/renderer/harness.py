@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sidecar.body.request_body import BodyPolicy, parse_request_body
 from sidecar.cost.assembly import PricingPolicy
 from sidecar.cost.pricer import Pricer
-from sidecar.cost.request_body import BodyPolicy, parse_request_body
-from sidecar.cost.text_tokens import PromptCounter
 from sidecar.images.remote import RemoteImagePolicy, RemoteImageProber
 from sidecar.profiles import load_profile
 from sidecar.routes import ROUTES_BY_PATH
 from sidecar.settings import RemoteImages
+from sidecar.text.text_tokens import PromptCounter
 from tests.real_vllm.cases import png_bytes
 from tests.real_vllm.renderer import VLLM_RENDER, RenderServer
 

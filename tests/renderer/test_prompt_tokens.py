@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from sidecar.cost.request_body import parse_request_body
+from sidecar.body.request_body import parse_request_body
 from sidecar.errors import InvalidRequestError
 from sidecar.routes import Route
 from tests.renderer.conftest import Renderers

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from sidecar.cost.request_body import BodyPolicy, RequestBody, parse_request_body
+from sidecar.body.request_body import BodyPolicy, RequestBody, parse_request_body
 from sidecar.routes import Route
 
 # A tiny inline PNG (its header only) as a URI and as a chat part, and a URL image part.

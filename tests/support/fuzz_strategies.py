@@ -1,6 +1,6 @@
 """Hypothesis strategies for the fuzz tests: request bodies of every route, and their mutations.
 
-Bodies are grown from each route's grammar (the shapes ``images.refs`` walks), with any field
+Bodies are grown from each route's grammar (the shapes ``body.refs`` walks), with any field
 liable to be replaced by hostile JSON, then serialised and, often, mangled byte by byte: cut,
 spliced, escaped, nested, given duplicate keys or invalid UTF-8. ``examples(n)`` is the number
 of cases a fuzz test runs: ``n`` in ``make test``, ``FUZZ_EXAMPLES`` under ``make fuzz``.
@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from fuzz.images import seeds
-from sidecar.images.refs import ANTHROPIC_BLOCK_TYPES, SUPPORTED_PART_TYPES
+from sidecar.body.refs import ANTHROPIC_BLOCK_TYPES, SUPPORTED_PART_TYPES
 from sidecar.routes import BodyShape, Route
 
 

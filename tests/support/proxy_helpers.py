@@ -17,13 +17,13 @@ import aiohttp
 import orjson
 from multidict import CIMultiDictProxy
 
-from sidecar.cost.text_estimate import estimate_sequence_tokens, overhead_for
+from sidecar.body.refs import SequenceRef
 from sidecar.images.probe import probe_base64, probe_data_uri
-from sidecar.images.refs import SequenceRef
 from sidecar.profiles import load_profile
 from sidecar.serve.keys import LEDGER, METRICS
 from sidecar.serve.server import RunningSidecar
 from sidecar.standin import FAULT_HEADER
+from sidecar.text.text_estimate import estimate_sequence_tokens, overhead_for
 from sidecar.vision import VisionRule
 from tests.support.imaging import PROMPT
 from tests.support.sidecars import QWEN

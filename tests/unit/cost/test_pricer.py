@@ -15,9 +15,9 @@ import orjson
 import pytest
 from aiohttp import web
 
+from sidecar.body.request_body import BodyPolicy, parse_request_body
 from sidecar.cost.assembly import PricingPolicy
 from sidecar.cost.pricer import Pricer
-from sidecar.cost.request_body import BodyPolicy, parse_request_body
 from sidecar.errors import ImageError, InvalidRequestError, NotAnImageError
 from sidecar.images.remote import RemoteImagePolicy, RemoteImageProber
 from sidecar.profiles import load_profile

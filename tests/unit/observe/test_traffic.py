@@ -17,9 +17,9 @@ from sidecar.admission.decision import Admit
 from sidecar.admission.discipline import QueueTags
 from sidecar.advisor.records import parse_record, read_traffic_log
 from sidecar.advisor.repricing import Candidate
+from sidecar.body.request_body import parse_request_body
 from sidecar.cost.assembly import PricingPolicy
 from sidecar.cost.pricer import Pricer
-from sidecar.cost.request_body import parse_request_body
 from sidecar.observe import traffic_format
 from sidecar.observe.record import RequestRecord
 from sidecar.observe.traffic import TrafficLog, settings_header, tenant_hasher, traffic_entry

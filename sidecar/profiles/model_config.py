@@ -95,6 +95,7 @@ _DEEPSEEK_MLA: dict[str, Any] = {
 }
 TEXT_CONFIG_DEFAULTS["deepseek_v2"] = dict(_DEEPSEEK_MLA)
 TEXT_CONFIG_DEFAULTS["deepseek_v3"] = dict(_DEEPSEEK_MLA)
+TEXT_CONFIG_DEFAULTS["kimi_k2"] = dict(_DEEPSEEK_MLA)  # Kimi_K25Config reads it as deepseek_v3
 # Lfm2Config: no head_dim (hidden / heads), a kernel of 3 taps (2 cached).
 TEXT_CONFIG_DEFAULTS["lfm2"] = {"conv_L_cache": 3}
 
@@ -274,6 +275,11 @@ def _layer_types(text: dict[str, Any]) -> list[str]:
         return [_NEMOTRON_H_PATTERN[c] for c in pattern_string]
     num_layers = int(text["num_hidden_layers"])
     layer_types = [str(t) for t in text.get("layer_types") or []]
+    attention_indices = text.get("full_attn_idxs")
+    if not layer_types and text.get("model_type") == "lfm2":
+        # Lfm2Config: the full_attn_idxs layers attend (all of them by default), the rest conv.
+        attention = set(range(num_layers) if attention_indices is None else attention_indices)
+        layer_types = ["full_attention" if i in attention else "conv" for i in range(num_layers)]
     interval = text.get("full_attention_interval")
     if not layer_types and interval:
         # Qwen3_5TextConfig: every interval-th layer is full attention, the others linear.

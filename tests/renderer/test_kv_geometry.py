@@ -116,6 +116,10 @@ def latent_and_conv_cases() -> list[dict[str, Any]]:
             {"vlm": vlm, "text_config": text, "pipeline_parallel_size": 4},
         ]
     cases.append({"vlm": "deepseek_vl_v2", "text_config": DEEPSEEK_VL2_TINY})
+    # An LFM2 config naming only full_attn_idxs: Lfm2Config derives the conv layers.
+    indices_only = {k: v for k, v in LFM2_VL_450M.items() if k != "layer_types"}
+    indices_only["full_attn_idxs"] = [2, 5, 8, 10, 12, 14]
+    cases.append({"vlm": "lfm2_vl", "text_config": indices_only})
     for text in (LFM2_VL_450M, LFM2_VL_1_6B):
         cases += [
             {"vlm": "lfm2_vl", "text_config": text},

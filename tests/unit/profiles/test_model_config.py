@@ -120,3 +120,22 @@ def test_lfm2_conv_layers_hold_a_state_per_sequence_not_kv(tmp_path: Path) -> No
     # last block-aligned checkpoint with prefix caching on, the running state alone off.
     assert kv.request_kv_bytes(100) == (7 + 2) * attention_page
     assert _load(directory, prefix_caching=False).request_kv_bytes(100) == 8 * attention_page
+
+
+def test_an_lfm2_config_with_full_attn_idxs_only_has_conv_layers_elsewhere() -> None:
+    # Lfm2Config derives layer_types from full_attn_idxs where a config.json gives only those.
+    text = text_config(
+        {
+            "text_config": {
+                "model_type": "lfm2",
+                "hidden_size": 1024,
+                "num_hidden_layers": 16,
+                "num_attention_heads": 16,
+                "num_key_value_heads": 8,
+                "full_attn_idxs": [2, 5, 8, 10, 12, 14],
+            }
+        }
+    )
+    kv = KvGeometry(read_text_model({}, text).layer_groups, dtype_bytes=2)
+    assert kv.bytes_per_token == 6 * 2 * 8 * 64 * 2
+    assert kv.request_kv_bytes(8192) == (512 + 2 * 2) * 6 * 16 * 2048

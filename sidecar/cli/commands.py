@@ -54,7 +54,9 @@ def _add_profile_arguments(parser: argparse.ArgumentParser) -> None:
         help="as vLLM's: a JSON object of the family's knobs, e.g. '{\"max_soft_tokens\": 560}'",
     )
     parser.add_argument("--kv-cache-dtype", default="auto", help="as vLLM's --kv-cache-dtype")
-    parser.add_argument("--block-size", type=int, default=16, help="vLLM KV block, tokens")
+    parser.add_argument(
+        "--block-size", type=int, default=None, help="vLLM KV block, tokens (default: vLLM's)"
+    )
     states = ["auto", "float32", "float16", "bfloat16"]
     parser.add_argument("--mamba-cache-dtype", default="auto", choices=states, help="as vLLM's")
     parser.add_argument("--mamba-ssm-cache-dtype", default="auto", choices=states, help="as vLLM's")

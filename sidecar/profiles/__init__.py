@@ -25,6 +25,7 @@ from sidecar.profiles.kv_geometry import (
     STATE_DTYPE_BYTES,
     KvGeometry,
     RecurrentKind,
+    default_block_tokens,
 )
 from sidecar.profiles.model_config import read_text_model, text_config, validated_context_tokens
 from sidecar.profiles.processor_kwargs import SERVER_KWARGS, ProcessorKwargs
@@ -65,8 +66,6 @@ from sidecar.vision.phi4mm import PROCESSOR_KNOBS as PHI4MM_KNOBS
 from sidecar.vision.phi4mm import Phi4MMRule
 from sidecar.vision.pixtral import PixtralRule
 from sidecar.vision.qwen import QwenSmartResizeRule
-
-DEFAULT_BLOCK_SIZE_TOKENS = 16
 
 _KV_CACHE_DTYPE_BYTES = {
     "bfloat16": 2,
@@ -194,7 +193,7 @@ class ProfileOverrides:
     mm_processor_kwargs: Mapping[str, Any] = field(default_factory=dict)  # pixel bounds too
     kv_cache_dtype: str = "auto"
     tensor_parallel_size: int = 1
-    block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
+    block_size_tokens: int | None = None  # None: vLLM's choice (kv_geometry.default_block_tokens)
     pipeline_parallel_size: int = 1
     pipeline_layer_partition: tuple[int, ...] = ()  # VLLM_PP_LAYER_PARTITION; (): default
     mamba_cache_dtype: str = "auto"
@@ -212,7 +211,7 @@ class ProfileOverrides:
             kv_cache_dtype=settings.kv_cache_dtype,
             tensor_parallel_size=settings.tensor_parallel_size,
             # Unset: vLLM's own once the engine is read (serve.app.apply_engine_facts).
-            block_size_tokens=settings.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS,
+            block_size_tokens=settings.block_size_tokens,
             pipeline_parallel_size=settings.pipeline_parallel_size,
             pipeline_layer_partition=settings.pipeline_layer_partition,
             mamba_cache_dtype=settings.mamba_cache_dtype,
@@ -242,13 +241,16 @@ class ModelProfile:
     def with_overrides(self, overrides: ProfileOverrides) -> ModelProfile:
         """Apply the deployment's vLLM flags."""
         kv_dtype_bytes = kv_cache_dtype_bytes(overrides.kv_cache_dtype, self.model_dtype_bytes)
-        if overrides.tensor_parallel_size < 1 or overrides.block_size_tokens < 1:
+        block_size_tokens = overrides.block_size_tokens
+        if block_size_tokens is None:
+            block_size_tokens = default_block_tokens(self.kv.layer_groups, kv_dtype_bytes)
+        if overrides.tensor_parallel_size < 1 or block_size_tokens < 1:
             raise ConfigurationError("tensor_parallel_size and block_size must be at least 1")
         kv = replace(
             self.kv,
             dtype_bytes=kv_dtype_bytes,
             tensor_parallel_size=overrides.tensor_parallel_size,
-            block_size_tokens=overrides.block_size_tokens,
+            block_size_tokens=block_size_tokens,
             pipeline_parallel_size=overrides.pipeline_parallel_size,
             pipeline_layer_partition=overrides.pipeline_layer_partition,
             **_recurrent_state_flags(self.kv, overrides, self.model_dtype_bytes),

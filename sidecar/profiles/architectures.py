@@ -556,7 +556,8 @@ _TABLE: tuple[Architecture, ...] = (
         "deepseek_vl_v2",
         note="DeepseekVL2ProcessingInfo.get_num_image_tokens: global view + the best candidate "
         "resolution's local views; priced as cropped (vLLM crops prompts of at most 2 images), "
-        "above vLLM's count for prompts of 3 or more",
+        "above vLLM's count for prompts of 3 or more; KV: MLA's latent per token (VL2-small, "
+        "VL2), per-head K and V where the qk dims are 0 (VL2-tiny)",
         proof=BY_NEW_FAMILIES,
     ),
     # --- MiniCPM-V 4.6 / 4.7 ---------------------------------------------------------------------
@@ -584,7 +585,8 @@ _TABLE: tuple[Architecture, ...] = (
         "kimi_k25",
         "kimi_k25",
         note="vLLM's fused navit_resize_image: scaled to in_patch_limit patches (512 a side), "
-        "padded to 28 px cells; no size refused; media_proc_cfg kwargs ignored, as by vLLM",
+        "padded to 28 px cells; no size refused; media_proc_cfg kwargs ignored, as by vLLM; "
+        "KV: the DeepSeek-V3 tower's MLA latent per token",
         proof=BY_NEW_FAMILIES,
     ),
     _rule(
@@ -594,7 +596,7 @@ _TABLE: tuple[Architecture, ...] = (
         "kimi_vl",
         note="KimiVLProcessingInfo.get_num_image_tokens: scaled to in_token_limit patches, "
         "padded to 28 px cells; a padded side of 512 patches refused (the remote processor's "
-        "Exceed pos emb); no kwargs priced",
+        "Exceed pos emb); no kwargs priced; KV: the Moonlight tower's MLA latent per token",
         proof=BY_COUNT_STANDIN,
     ),
     # --- Keye-VL ---------------------------------------------------------------------------------
@@ -622,7 +624,8 @@ _TABLE: tuple[Architecture, ...] = (
         "lfm2_vl",
         "lfm2_vl",
         note="Lfm2VLProcessingInfo.get_image_repl: a smart_resize thumbnail (64..256 tokens), "
-        "and for a large image 2..10 tiles of 512 px (256 tokens and a row/col token each)",
+        "and for a large image 2..10 tiles of 512 px (256 tokens and a row/col token each); "
+        "KV: the conv layers hold a short-convolution state per sequence, not per-token KV",
         proof=BY_NEW_FAMILIES,
     ),
     # --- Phi-4-multimodal ------------------------------------------------------------------------

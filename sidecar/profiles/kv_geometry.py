@@ -5,7 +5,11 @@ Every rule below is vLLM 0.33's V1 KV-cache manager; all byte counts are per GPU
 **Per token.** vLLM allocates KV in blocks of ``block_size`` tokens per layer
 (``kv_cache_interface.AttentionSpec``): one token costs
 ``2 (K and V) x kv_heads_per_rank x head_dim x dtype_bytes`` in each layer, with
-``kv_heads_per_rank = max(1, kv_heads // tensor_parallel_size)``.
+``kv_heads_per_rank = max(1, kv_heads // tensor_parallel_size)``. A multi-head latent
+attention layer (MLA: DeepSeek-V2 / V3, Kimi; ``LayerGroup.latent``) caches one latent vector
+instead, ``(kv_lora_rank + qk_rope_head_dim) x dtype_bytes``, whole on every rank
+(``MLAAttentionSpec``). Its block size is the MLA backend's: 16 on Hopper (FlashAttention
+MLA), 64 with an fp8 cache (FlashMLA; ``default_block_tokens``).
 
 **Hybrid padding.** A model that mixes attention kinds (Gemma 3: sliding and full; Llama 3.2
 Vision: self- and cross-attention) is split into KV-cache groups of equal size, and each kind
@@ -55,8 +59,9 @@ pages of the largest group's layers on ``s``; every stage gets the smallest stag
 The per-GPU figures here are the busiest stage's: the one whose block costs the most.
 Without pipeline parallelism that is the group size, and nothing changes.
 
-**Recurrent-state layers** (Qwen3.5's Gated DeltaNet, Nemotron-H's Mamba2): a fixed state
-per sequence, a conv state and a temporal (SSM) state whose shapes are
+**Recurrent-state layers** (Qwen3.5's Gated DeltaNet, Nemotron-H's Mamba2, LFM2's short
+convolutions): a fixed state per sequence, a conv state and (but for a short convolution) a
+temporal (SSM) state whose shapes are
 ``MambaStateShapeCalculator``'s (``RecurrentState.shapes``), not per-token KV. vLLM's
 hybrid KV-cache manager keeps them in the same pool of equal-size pages
 (``platforms.interface._align_hybrid_block_size``): the attention block size is raised to
@@ -103,18 +108,22 @@ class RecurrentKind(StrEnum):
 
     GATED_DELTA_NET = "gated_delta_net"  # Qwen3.5 / Qwen3-Next linear attention
     MAMBA2 = "mamba2"  # Nemotron-H, Granite 4, Falcon-H1, ...
+    SHORT_CONV = "short_conv"  # LFM2's gated short convolutions: a conv state only
 
 
 @dataclass(frozen=True, slots=True)
 class RecurrentState:
     """One recurrent layer's per-sequence state, as vLLM 0.33's ``MambaStateShapeCalculator``
-    shapes it (``gated_delta_net_state_shape``, ``mamba2_state_shape``).
+    shapes it (``gated_delta_net_state_shape``, ``mamba2_state_shape``,
+    ``short_conv_state_shape``).
 
     Gated DeltaNet: ``num_heads`` value heads of ``head_dim``, ``num_key_heads`` key heads of
     ``state_size``. Mamba2: ``num_heads`` heads of ``head_dim``, SSM state ``state_size``,
-    ``n_groups`` B/C groups. ``ssm_dtype`` is the checkpoint's own temporal-state dtype
-    (Qwen3.5's ``mamba_ssm_dtype``, Nemotron-H's ``mamba_ssm_cache_dtype``), which vLLM uses
-    when ``--mamba-ssm-cache-dtype`` is ``auto``; None: the conv state's dtype.
+    ``n_groups`` B/C groups. Short convolution (LFM2): a conv state of ``num_heads`` channels
+    (the hidden size) only, no temporal state; ``head_dim`` and ``state_size`` are 0.
+    ``ssm_dtype`` is the checkpoint's own temporal-state dtype (Qwen3.5's
+    ``mamba_ssm_dtype``, Nemotron-H's ``mamba_ssm_cache_dtype``), which vLLM uses when
+    ``--mamba-ssm-cache-dtype`` is ``auto``; None: the conv state's dtype.
     """
 
     kind: RecurrentKind
@@ -126,10 +135,13 @@ class RecurrentState:
     n_groups: int = 0
     ssm_dtype: str | None = None
 
-    def shapes(self, tensor_parallel_size: int) -> tuple[tuple[int, int], tuple[int, int, int]]:
-        """The conv and temporal state shapes on one tensor-parallel rank; ValueError where
-        vLLM's ``divide`` refuses the split."""
+    def shapes(self, tensor_parallel_size: int) -> tuple[tuple[int, ...], ...]:
+        """The conv state's shape and then the temporal state's (none for a short
+        convolution) on one tensor-parallel rank; ValueError where vLLM's ``divide`` refuses
+        the split."""
         tp = tensor_parallel_size
+        if self.kind is RecurrentKind.SHORT_CONV:
+            return ((_divide(self.num_heads, tp), self.conv_kernel - 1),)
         if self.kind is RecurrentKind.GATED_DELTA_NET:
             conv_dim = self.state_size * self.num_key_heads * 2 + self.head_dim * self.num_heads
         else:
@@ -145,10 +157,9 @@ class RecurrentState:
     ) -> int:
         """Bytes of one sequence's state in this layer on one rank: vLLM's
         ``MambaSpec.page_size_bytes`` before padding."""
-        conv, temporal = self.shapes(tensor_parallel_size)
-        return (
-            conv[0] * conv[1] * conv_dtype_bytes
-            + temporal[0] * temporal[1] * temporal[2] * ssm_dtype_bytes
+        conv, *temporal = self.shapes(tensor_parallel_size)
+        return math.prod(conv) * conv_dtype_bytes + sum(
+            math.prod(shape) * ssm_dtype_bytes for shape in temporal
         )
 
 
@@ -160,7 +171,13 @@ def _divide(numerator: int, denominator: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class LayerGroup:
-    """Layers that share one attention kind and shape (``state`` for recurrent layers)."""
+    """Layers that share one attention kind and shape (``state`` for recurrent layers).
+
+    ``latent``: multi-head latent attention (MLA: DeepSeek-V2 / V3, Kimi), which caches one
+    vector of ``head_dim`` (``kv_lora_rank + qk_rope_head_dim``) per token, no separate K and
+    V, whole on every tensor-parallel rank (vLLM's ``MLAAttentionSpec``: one KV head,
+    ``head_size_v`` 0); ``num_kv_heads`` is then 1.
+    """
 
     kind: AttentionKind
     num_layers: int
@@ -168,6 +185,7 @@ class LayerGroup:
     head_dim: int
     window_tokens: int | None = None
     state: RecurrentState | None = None
+    latent: bool = False
 
 
 def pipeline_stage_layers(
@@ -197,12 +215,19 @@ def pipeline_stage_layers(
 # A ``layer_order`` entry for a decoder block with neither KV nor state (an MLP block).
 STATELESS_LAYER = -1
 
-_Spec = tuple[AttentionKind, int, int, int | None, RecurrentState | None]
+_Spec = tuple[AttentionKind, int, int, int | None, RecurrentState | None, bool]
 
 
 def _spec(group: LayerGroup) -> _Spec:
     """What makes two layers share a vLLM KV-cache spec."""
-    return group.kind, group.num_kv_heads, group.head_dim, group.window_tokens, group.state
+    return (
+        group.kind,
+        group.num_kv_heads,
+        group.head_dim,
+        group.window_tokens,
+        group.state,
+        group.latent,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +248,23 @@ GDN_PREFILL_CHECKPOINT_TOKENS = 64
 # vLLM's attention backends on GPU (FlashAttention, FlashInfer, Triton) take blocks in
 # multiples of 16 tokens: the unit the hybrid block size is raised in.
 KERNEL_BLOCK_ALIGNMENT_TOKENS = 16
+
+
+# vLLM's default --block-size (``CacheConfig.DEFAULT_BLOCK_SIZE``), which FlashAttention and
+# FlashAttention MLA (vLLM 0.33's first choice for MLA on Hopper) take as it is.
+DEFAULT_BLOCK_TOKENS = 16
+# FlashMLA's only kernel block size: vLLM 0.33 picks FlashMLA on Hopper for an MLA model with an
+# fp8 KV cache (FlashAttention MLA takes bf16 / fp16 caches only) and sets the block size to it
+# (``Platform.update_block_size_for_backend``).
+FLASHMLA_BLOCK_TOKENS = 64
+
+
+def default_block_tokens(layer_groups: Sequence[LayerGroup], kv_dtype_bytes: int) -> int:
+    """The block size vLLM 0.33 picks on Hopper when ``--block-size`` is not given: FlashMLA's
+    64 for MLA layers with a quantized (one-byte) cache, else 16."""
+    if kv_dtype_bytes == 1 and any(g.latent and g.num_layers for g in layer_groups):
+        return FLASHMLA_BLOCK_TOKENS
+    return DEFAULT_BLOCK_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +361,8 @@ class KvGeometry:
         """KV bytes one token holds in one layer of ``group`` on one GPU."""
         if group.kind is AttentionKind.RECURRENT:
             return 0
+        if group.latent:
+            return group.head_dim * self.dtype_bytes  # one latent vector, every rank whole
         heads_per_rank = max(1, group.num_kv_heads // self.tensor_parallel_size)
         return 2 * heads_per_rank * group.head_dim * self.dtype_bytes
 
@@ -409,7 +453,9 @@ def _model_attention_bytes_per_token(geometry: KvGeometry) -> int:
     still has them in its config, and vLLM sizes its pages by them)."""
     groups = [g for g in geometry.layer_groups if g.kind is not AttentionKind.CROSS]
     attention = [g for g in groups if g.kind is not AttentionKind.RECURRENT and g.num_layers]
-    reference = (attention or groups)[0]
+    if attention:
+        return geometry.attention_bytes_per_token(attention[0])
+    reference = groups[0]
     heads_per_rank = max(1, reference.num_kv_heads // geometry.tensor_parallel_size)
     return 2 * heads_per_rank * reference.head_dim * geometry.dtype_bytes
 

@@ -5,6 +5,11 @@ the same way: keys a shipped file leaves out take the class defaults, and each d
 layer's attention kind (full, sliding window, chunked, cross-attention) is derived as
 those classes derive it for Gemma 3, Llama 4 and Mllama. Multimodal configs nest the
 language model under ``text_config``; text-only configs are read whole.
+
+Two layer kinds are read as vLLM 0.33's model classes build them rather than as heads of K
+and V: DeepSeek-V2 / V3-shaped towers (Kimi-VL, Kimi-K2.5, DeepSeek-VL2) cache one latent
+vector per token (``latent_attention``), and LFM2's ``conv`` layers hold a short-convolution
+state per sequence (``recurrent_state``).
 """
 
 from __future__ import annotations
@@ -81,8 +86,28 @@ TEXT_CONFIG_DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 
+# DeepSeek-V2 / V3 attention (``DeepseekV2Config`` / ``DeepseekV3Config``): a config.json that
+# leaves the MLA keys out gets the class defaults, an MLA layer.
+_DEEPSEEK_MLA: dict[str, Any] = {
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128,
+}
+TEXT_CONFIG_DEFAULTS["deepseek_v2"] = dict(_DEEPSEEK_MLA)
+TEXT_CONFIG_DEFAULTS["deepseek_v3"] = dict(_DEEPSEEK_MLA)
+TEXT_CONFIG_DEFAULTS["kimi_k2"] = dict(_DEEPSEEK_MLA)  # Kimi_K25Config reads it as deepseek_v3
+# Lfm2Config: no head_dim (hidden / heads), a kernel of 3 taps (2 cached).
+TEXT_CONFIG_DEFAULTS["lfm2"] = {"conv_L_cache": 3}
+
+# The text model_types of vLLM 0.33's ``is_deepseek_mla`` that this module prices (the
+# DeepSeek-V2 / V3 layer); Kimi-K2.5's remote schema names its DeepSeek-V3 config kimi_k2.
+_MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2"})
+
 # Layer kinds that hold neither KV nor state (Nemotron-H's MLP and MoE blocks).
 _STATELESS_LAYER_TYPES = frozenset({"mlp", "moe"})
+# Layer kinds that hold a fixed state per sequence: Qwen3.5's Gated DeltaNet (and Nemotron-H's
+# M, mapped to it below), LFM2's short convolutions.
+_RECURRENT_LAYER_TYPES = frozenset({"linear_attention", "conv"})
 # Nemotron-H's hybrid_override_pattern characters (NemotronHConfig._pattern_to_list).
 _NEMOTRON_H_PATTERN = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
 
@@ -120,7 +145,10 @@ def read_text_model(config: dict[str, Any], text: dict[str, Any]) -> TextModel:
     heads = int(text["num_attention_heads"])
     kv_heads = int(text.get("num_key_value_heads") or heads)
     head_dim = int(text.get("head_dim") or hidden // heads)
-    groups, order = _layer_groups(text, kv_heads, head_dim)
+    latent_dim = latent_attention_dim(text)
+    if latent_dim is not None:
+        kv_heads, head_dim = 1, latent_dim
+    groups, order = _layer_groups(text, kv_heads, head_dim, latent=latent_dim is not None)
     return TextModel(
         hidden_size=hidden,
         dtype_bytes=dtype_bytes,
@@ -138,9 +166,38 @@ def validated_context_tokens(model_type: str, text: dict[str, Any]) -> int | Non
     return _VALIDATED_CONTEXT_TOKENS.get(model_type)
 
 
+def latent_attention_dim(text: dict[str, Any]) -> int | None:
+    """The latent vector MLA caches per token (``kv_lora_rank + qk_rope_head_dim``), or None
+    where vLLM 0.33 runs the layers as per-head K and V.
+
+    vLLM's ``ModelConfig.use_mla``: a DeepSeek-V2 / V3 text config with a ``kv_lora_rank``
+    (``is_deepseek_mla``), causal; and ``DeepseekV2DecoderLayer`` builds plain multi-head
+    attention where both qk dims are 0 (DeepSeek-VL2-tiny, DeepSeek-OCR). ``VLLM_MLA_DISABLE=1``
+    is not followed (the module docs say so).
+    """
+    if str(text.get("model_type")) not in _MLA_MODEL_TYPES:
+        return None
+    if text.get("kv_lora_rank") is None or text.get("is_causal", True) is False:
+        return None
+    rope = int(text.get("qk_rope_head_dim") or 0)
+    if rope == 0 and not text.get("qk_nope_head_dim"):
+        return None
+    return int(text["kv_lora_rank"]) + rope
+
+
 def recurrent_state(text: dict[str, Any]) -> RecurrentState:
     """The recurrent layers' state as vLLM's model class shapes it: Gated DeltaNet for the
-    Qwen3.5 family, Mamba2 for Nemotron-H (``get_mamba_state_shape_from_config``)."""
+    Qwen3.5 family, Mamba2 for Nemotron-H, a short convolution for LFM2
+    (``get_mamba_state_shape_from_config``)."""
+    if text.get("model_type") == "lfm2":
+        # Lfm2VLForConditionalGeneration: the text model's hidden size, conv_L_cache taps.
+        return RecurrentState(
+            RecurrentKind.SHORT_CONV,
+            num_heads=int(text["hidden_size"]),
+            head_dim=0,
+            state_size=0,
+            conv_kernel=int(text["conv_L_cache"]),
+        )
     if "linear_num_value_heads" in text:
         return RecurrentState(
             RecurrentKind.GATED_DELTA_NET,
@@ -172,12 +229,12 @@ def _state_dtype(value: object) -> str | None:
 
 
 def _layer_groups(
-    text: dict[str, Any], kv_heads: int, head_dim: int
+    text: dict[str, Any], kv_heads: int, head_dim: int, *, latent: bool = False
 ) -> tuple[tuple[LayerGroup, ...], tuple[int, ...]]:
     """One group per attention kind, and each decoder layer's group in model order."""
     layer_types = _layer_types(text)
     kinds = [
-        AttentionKind.RECURRENT if t == "linear_attention" else AttentionKind.from_layer_type(t)
+        AttentionKind.RECURRENT if t in _RECURRENT_LAYER_TYPES else AttentionKind.from_layer_type(t)
         for t in layer_types
         if t not in _STATELESS_LAYER_TYPES
     ]
@@ -198,6 +255,7 @@ def _layer_groups(
             if kind is AttentionKind.CHUNKED and chunk
             else None,
             state if kind is AttentionKind.RECURRENT else None,
+            latent and kind is not AttentionKind.RECURRENT,
         )
         for kind in ordered
     )
@@ -217,6 +275,11 @@ def _layer_types(text: dict[str, Any]) -> list[str]:
         return [_NEMOTRON_H_PATTERN[c] for c in pattern_string]
     num_layers = int(text["num_hidden_layers"])
     layer_types = [str(t) for t in text.get("layer_types") or []]
+    attention_indices = text.get("full_attn_idxs")
+    if not layer_types and text.get("model_type") == "lfm2":
+        # Lfm2Config: the full_attn_idxs layers attend (all of them by default), the rest conv.
+        attention = set(range(num_layers) if attention_indices is None else attention_indices)
+        layer_types = ["full_attention" if i in attention else "conv" for i in range(num_layers)]
     interval = text.get("full_attention_interval")
     if not layer_types and interval:
         # Qwen3_5TextConfig: every interval-th layer is full attention, the others linear.

@@ -21,10 +21,25 @@ from typing import Any
 
 import pytest
 
-from sidecar.profiles.kv_geometry import STATE_DTYPE_BYTES, AttentionKind, KvGeometry
+from sidecar.profiles.kv_geometry import (
+    STATE_DTYPE_BYTES,
+    AttentionKind,
+    KvGeometry,
+    default_block_tokens,
+)
 from sidecar.profiles.model_config import read_text_model, text_config
 from tests.real_vllm.renderer import VLLM_RENDER
-from tests.support.hybrid_models import NEMOTRON_NANO_9B_V2, QWEN3_5_27B, QWEN3_5_35B_A3B
+from tests.support.hybrid_models import (
+    DEEPSEEK_VL2_SMALL,
+    DEEPSEEK_VL2_TINY,
+    KIMI_K25,
+    KIMI_VL_A3B,
+    LFM2_VL_1_6B,
+    LFM2_VL_450M,
+    NEMOTRON_NANO_9B_V2,
+    QWEN3_5_27B,
+    QWEN3_5_35B_A3B,
+)
 
 SCRIPT = Path(__file__).with_name("vllm_kv_cache.py")
 GIB = 2**30
@@ -49,6 +64,10 @@ QWEN2_5_VL_7B = {  # Qwen2.5-VL's language model is Qwen2
     "num_key_value_heads": 4,
     "head_dim": 128,
 }
+
+# The multimodal config each text config is nested in (vllm_kv_cache.VLMS).
+VLM_OF = {"deepseek_v3": "kimi_vl", "kimi_k2": "kimi_k25", "deepseek_v2": "deepseek_vl_v2"}
+VLM_KEYS = {"deepseek_vl_v2": "language_config"}
 
 SEQUENCES = [1, 15, 16, 17, 777, 1000, 4096, 5000, 20_001, 131_072]
 
@@ -77,6 +96,96 @@ def named_cases() -> list[dict[str, Any]]:
         {"text_config": NEMOTRON_NANO_9B_V2, "pipeline_parallel_size": 2},
         {"text_config": GEMMA_3_4B, "pipeline_parallel_size": 2},
     ]
+    return cases
+
+
+def latent_and_conv_cases() -> list[dict[str, Any]]:
+    """Kimi-VL, Kimi-K2.5 and DeepSeek-VL2 (MLA) and LFM2-VL (short convolutions), with the
+    flags that change their layout: an fp8 cache (FlashMLA's 64-token blocks), TP, PP."""
+    cases: list[dict[str, Any]] = []
+    for text, vlm in (
+        (KIMI_VL_A3B, "kimi_vl"),
+        (KIMI_K25, "kimi_k25"),
+        (DEEPSEEK_VL2_SMALL, "deepseek_vl_v2"),
+    ):
+        cases += [
+            {"vlm": vlm, "text_config": text},
+            {"vlm": vlm, "text_config": text, "kv_cache_dtype": "fp8"},
+            {"vlm": vlm, "text_config": text, "tensor_parallel_size": 8},
+            {"vlm": vlm, "text_config": text, "kv_cache_dtype": "fp8", "block_size": 16},
+            {"vlm": vlm, "text_config": text, "pipeline_parallel_size": 4},
+        ]
+    cases.append({"vlm": "deepseek_vl_v2", "text_config": DEEPSEEK_VL2_TINY})
+    # An LFM2 config naming only full_attn_idxs: Lfm2Config derives the conv layers.
+    indices_only = {k: v for k, v in LFM2_VL_450M.items() if k != "layer_types"}
+    indices_only["full_attn_idxs"] = [2, 5, 8, 10, 12, 14]
+    cases.append({"vlm": "lfm2_vl", "text_config": indices_only})
+    for text in (LFM2_VL_450M, LFM2_VL_1_6B):
+        cases += [
+            {"vlm": "lfm2_vl", "text_config": text},
+            {"vlm": "lfm2_vl", "text_config": text, "prefix_caching": False},
+            {"vlm": "lfm2_vl", "text_config": text, "tensor_parallel_size": 2},
+            {"vlm": "lfm2_vl", "text_config": text, "mamba_cache_dtype": "float32"},
+            {"vlm": "lfm2_vl", "text_config": text, "kv_cache_dtype": "fp8"},
+            {"vlm": "lfm2_vl", "text_config": text, "pipeline_parallel_size": 2},
+        ]
+    return cases
+
+
+def random_latent_and_conv_cases(count: int, seed: int = 33) -> list[dict[str, Any]]:
+    """Random MLA and LFM2 layouts and flags."""
+    rng = random.Random(seed)
+    cases: list[dict[str, Any]] = []
+    for index in range(count):
+        tp = rng.choice([1, 2, 4])
+        if index % 2 == 0:
+            model_type = rng.choice(["deepseek_v2", "deepseek_v3", "kimi_k2"])
+            text: dict[str, Any] = {
+                "model_type": model_type,
+                "hidden_size": 2048,
+                "num_hidden_layers": rng.randint(2, 61),
+                "num_attention_heads": 16,
+                "num_key_value_heads": 16,
+                "kv_lora_rank": rng.choice([256, 512]),
+                "q_lora_rank": None,
+                "qk_nope_head_dim": 128,
+                "qk_rope_head_dim": 64,
+                "v_head_dim": 128,
+            }
+            vlm = VLM_OF[model_type]
+        else:
+            heads = rng.choice([8, 16, 32])
+            hidden = heads * rng.choice([64, 128])
+            layers = rng.randint(2, 24)
+            kinds = [rng.choice(["conv", "conv", "full_attention"]) for _ in range(layers)]
+            text = {
+                "model_type": "lfm2",
+                "hidden_size": hidden,
+                "num_hidden_layers": layers,
+                "num_attention_heads": heads,
+                "num_key_value_heads": rng.choice([4, 8]),
+                "conv_L_cache": rng.choice([2, 3, 4]),
+                "conv_dim": hidden,
+                "layer_types": [*kinds, "full_attention"],
+            }
+            text["num_hidden_layers"] = len(text["layer_types"])
+            vlm = "lfm2_vl"
+        case: dict[str, Any] = {
+            "vlm": vlm,
+            "text_config": text,
+            "tensor_parallel_size": tp,
+            "model_dtype": rng.choice(["bfloat16", "float16"]),
+            "kv_cache_dtype": rng.choice(["auto", "auto", "fp8"]),
+            "prefix_caching": rng.random() < 0.7,
+            "available_bytes": rng.randint(1, 80) * GIB,
+        }
+        if rng.random() < 0.4:
+            case["block_size"] = rng.choice([16, 32, 64, 128])
+        if rng.random() < 0.3:
+            case["pipeline_parallel_size"] = 2
+        if vlm == "lfm2_vl" and rng.random() < 0.4:
+            case["mamba_cache_dtype"] = rng.choice(["float32", "bfloat16"])
+        cases.append(case)
     return cases
 
 
@@ -163,7 +272,8 @@ def _divisible(text: dict[str, Any], tp: int) -> bool:
 
 def sidecar_geometry(case: dict[str, Any]) -> KvGeometry:
     """The sidecar's geometry for ``case``, read from the same text config."""
-    text = text_config({"text_config": case["text_config"]})
+    key = VLM_KEYS.get(case.get("vlm", ""), "text_config")
+    text = text_config({key: case["text_config"]})
     model = read_text_model({"torch_dtype": case.get("model_dtype", "bfloat16")}, text)
     model_dtype_bytes = DTYPE_BYTES[case.get("model_dtype", "bfloat16")]
     kv_bytes = KV_DTYPE_BYTES[case.get("kv_cache_dtype", "auto")] or model_dtype_bytes
@@ -174,7 +284,8 @@ def sidecar_geometry(case: dict[str, Any]) -> KvGeometry:
         layer_groups=model.layer_groups,
         dtype_bytes=kv_bytes,
         tensor_parallel_size=case.get("tensor_parallel_size", 1),
-        block_size_tokens=case.get("block_size", 16),
+        block_size_tokens=case.get("block_size")
+        or default_block_tokens(model.layer_groups, kv_bytes),
         layer_order=model.layer_order,
         conv_state_dtype_bytes=conv_bytes,
         ssm_state_dtype_bytes=None if ssm == "auto" else STATE_DTYPE_BYTES[ssm],
@@ -252,6 +363,56 @@ def test_sidecar_kv_geometry_equals_vllm_kv_cache_layout(installed: None) -> Non
     assert {layout["block_size"] for layout in hybrid} - {16, 32, 128}, "no raised block size"
     staged = [case for case in cases if case.get("pipeline_parallel_size", 1) > 1]
     assert len(staged) >= 10, "the cases must exercise pipeline parallelism"
+
+
+def test_mla_and_short_conv_geometry_equals_vllm_kv_cache_layout(installed: None) -> None:
+    cases = latent_and_conv_cases() + random_latent_and_conv_cases(40)
+    layouts = vllm_layouts(cases)
+    report = {
+        f"{index}: {case}": found
+        for index, (case, layout) in enumerate(zip(cases, layouts, strict=True))
+        if (found := differences(case, layout))
+    }
+    assert not report, json.dumps(report, indent=1)[:6000]
+    kinds = {kind for layout in layouts for kind, _ in layout["groups"]}
+    assert {"MLAAttentionSpec", "MambaSpec", "FullAttentionSpec"} <= kinds
+    assert {layout["block_size"] for layout in layouts} >= {16, 64}, "FlashMLA's block unused"
+    assert sum(layout["mamba_cache_mode"] == "align" for layout in layouts) >= 10
+
+
+def test_mla_and_lfm2_worked_numbers(installed: None) -> None:
+    """The figures docs/kv-geometry.md quotes for MLA towers and LFM2-VL, one GPU, 8,192
+    tokens: bytes per token, block size, bytes per block and the request's KV."""
+    cases = [
+        {"vlm": "kimi_vl", "text_config": KIMI_VL_A3B},
+        {"vlm": "kimi_k25", "text_config": KIMI_K25},
+        {"vlm": "deepseek_vl_v2", "text_config": DEEPSEEK_VL2_SMALL},
+        {"vlm": "kimi_k25", "text_config": KIMI_K25, "kv_cache_dtype": "fp8"},
+        {"vlm": "lfm2_vl", "text_config": LFM2_VL_450M},
+        {"vlm": "lfm2_vl", "text_config": LFM2_VL_1_6B},
+    ]
+    for case in cases:
+        case["sequence_tokens"] = [8192]
+    layouts = vllm_layouts(cases)
+    figures = []
+    for case, layout in zip(cases, layouts, strict=True):
+        assert not differences(case, layout)
+        kv = sidecar_geometry(case)
+        per_block = layout["bytes_per_block"]
+        figures.append(
+            (kv.bytes_per_token, layout["block_size"], per_block, kv.request_kv_bytes(8192))
+        )
+    latent_bf16 = 1152  # (512 + 64) x 2 bytes a token a layer, whole on every rank
+    assert figures == [
+        (27 * latent_bf16, 16, 27 * 16 * latent_bf16, 512 * 27 * 16 * latent_bf16),
+        (61 * latent_bf16, 16, 61 * 16 * latent_bf16, 512 * 61 * 16 * latent_bf16),
+        (27 * latent_bf16, 16, 27 * 16 * latent_bf16, 512 * 27 * 16 * latent_bf16),
+        (61 * 576, 64, 61 * 64 * 576, 128 * 61 * 64 * 576),  # fp8: FlashMLA's 64-token blocks
+        # 6 attention layers of 8 KV heads of 64 (2,048 bytes a token each) in one group of 6,
+        # the 10 conv layers in 2 groups of 6 (one padding), each holding 2 blocks.
+        (6 * 2048, 16, 6 * 16 * 2048, (512 + 2 * 2) * 6 * 16 * 2048),
+        (6 * 2048, 16, 6 * 16 * 2048, (512 + 2 * 2) * 6 * 16 * 2048),
+    ]
 
 
 def test_qwen3_5_27b_worked_numbers(installed: None) -> None:

@@ -14,9 +14,15 @@ from sidecar.profiles.kv_geometry import (
     KvGeometry,
     LayerGroup,
     RecurrentKind,
+    RecurrentState,
+    default_block_tokens,
 )
+from sidecar.profiles.model_config import read_text_model, text_config
 from sidecar.units import format_bytes
 from tests.support.hybrid_models import (
+    DEEPSEEK_VL2_SMALL,
+    KIMI_K25,
+    KIMI_VL_A3B,
     NEMOTRON_NANO_9B_V2,
     QWEN3_5_27B,
     QWEN3_5_35B_A3B,
@@ -336,3 +342,104 @@ def test_builtin_qwen3_5_profiles_lay_out_the_public_configs_blocks(
     assert (kv.block_tokens, kv.bytes_per_block) == (public.block_tokens, public.bytes_per_block)
     for tokens in (1, 8192, 262_144):
         assert kv.request_kv_bytes(tokens) == public.request_kv_bytes(tokens)
+
+
+# -- MLA: one latent vector a token; LFM2: a short-convolution state a sequence ---------------
+
+# Kimi-VL's Moonlight tower: 27 MLA layers caching kv_lora_rank 512 + qk_rope_head_dim 64.
+MOONLIGHT = (LayerGroup(AttentionKind.FULL, 27, 1, 576, latent=True),)
+
+
+def test_an_mla_layer_caches_one_latent_a_token_whole_on_every_rank() -> None:
+    for tensor_parallel_size in (1, 2, 8):
+        geometry = KvGeometry(MOONLIGHT, dtype_bytes=2, tensor_parallel_size=tensor_parallel_size)
+        assert geometry.bytes_per_token == 27 * 576 * 2
+        assert geometry.request_kv_bytes(17) == 2 * 16 * 27 * 576 * 2
+    assert KvGeometry(MOONLIGHT, dtype_bytes=1).bytes_per_token == 27 * 576
+
+
+def test_vllm_picks_flashmlas_64_token_block_for_mla_with_an_fp8_cache() -> None:
+    assert default_block_tokens(MOONLIGHT, kv_dtype_bytes=1) == 64
+    assert default_block_tokens(MOONLIGHT, kv_dtype_bytes=2) == 16
+    assert default_block_tokens(QWEN7B.layer_groups, kv_dtype_bytes=1) == 16
+
+
+LFM2_CONV = RecurrentState(
+    RecurrentKind.SHORT_CONV, num_heads=1024, head_dim=0, state_size=0, conv_kernel=3
+)
+
+
+def test_a_short_convolution_holds_only_a_conv_state() -> None:
+    assert LFM2_CONV.shapes(1) == ((1024, 2),)
+    assert LFM2_CONV.shapes(2) == ((512, 2),)
+    geometry = KvGeometry((), dtype_bytes=2, conv_state_dtype_bytes=4)
+    assert geometry.recurrent_state_bytes(LFM2_CONV) == 1024 * 2 * 4
+
+
+def test_lfm2_conv_layers_share_the_attention_page_and_cost_blocks_not_tokens() -> None:
+    # LFM2-VL-450M: 6 attention layers (8 KV heads of 64) and 10 conv layers. The groups are 6
+    # layers (10 is under 1.5 x 6): one attention group and two conv groups, one padded.
+    geometry = KvGeometry(
+        (
+            LayerGroup(AttentionKind.FULL, 6, 8, 64),
+            LayerGroup(AttentionKind.RECURRENT, 10, 8, 64, state=LFM2_CONV),
+        ),
+        dtype_bytes=2,
+    )
+    page = 16 * 2 * 8 * 64 * 2
+    assert (geometry.block_tokens, geometry.bytes_per_block) == (16, 6 * page)
+    assert geometry.bytes_per_token == 6 * 2048
+    assert geometry.request_kv_bytes(8192) == (512 + 2 * 2) * 6 * page
+
+
+def test_a_hybrid_block_is_raised_until_an_mla_page_holds_the_state() -> None:
+    # An MLA layer beside a state larger than 16 tokens of latents: vLLM sizes the attention
+    # page with MLAAttentionSpec (576 x 2 bytes a token), not with per-head K and V.
+    state = RecurrentState(
+        RecurrentKind.SHORT_CONV, num_heads=16 * 576, head_dim=0, state_size=0, conv_kernel=5
+    )
+    geometry = KvGeometry(
+        (
+            LayerGroup(AttentionKind.FULL, 1, 1, 576, latent=True),
+            LayerGroup(AttentionKind.RECURRENT, 1, 1, 576, state=state),
+        ),
+        dtype_bytes=2,
+    )
+    assert geometry.block_tokens == 64  # 16 x 576 x 4 x 2 bytes: 64 tokens of 1,152
+    assert geometry.bytes_per_block == 64 * 1152
+
+
+MLA_DOC_ROWS = {
+    "Kimi-VL-A3B (Moonlight: 27 layers)": (KIMI_VL_A3B, 2),
+    "Kimi-K2.5 (DeepSeek-V3: 61 layers)": (KIMI_K25, 2),
+    "Kimi-K2.5, `--kv-cache-dtype fp8`": (KIMI_K25, 1),
+    "DeepSeek-VL2-small (27 layers)": (DEEPSEEK_VL2_SMALL, 2),
+}
+
+
+def test_the_mla_numbers_in_the_docs() -> None:
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in KV_GEOMETRY_DOC.read_text(encoding="utf-8").splitlines()
+        if line.startswith("| ") and line.split("|")[1].strip() in MLA_DOC_ROWS
+    ]
+    assert len(rows) == len(MLA_DOC_ROWS)
+    for model, before, after, block, per_block, kv_bytes in rows:
+        text, dtype_bytes = MLA_DOC_ROWS[model]
+        groups = read_text_model({}, text_config({"text_config": text})).layer_groups
+        kv = KvGeometry(
+            groups,
+            dtype_bytes=dtype_bytes,
+            block_size_tokens=default_block_tokens(groups, dtype_bytes),
+        )
+        heads = text["num_attention_heads"]
+        per_head = 2 * text["num_key_value_heads"] * (text["hidden_size"] // heads) * dtype_bytes
+        got = [
+            text["num_hidden_layers"] * per_head,
+            kv.bytes_per_token,
+            kv.block_tokens,
+            kv.bytes_per_block,
+            kv.request_kv_bytes(8192),
+        ]
+        cells = (before, after, block, per_block, kv_bytes)
+        assert got == [int(cell.split()[0].replace(",", "")) for cell in cells], model

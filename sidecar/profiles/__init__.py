@@ -104,6 +104,8 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "qwen2_vl": QwenSmartResizeRule.from_configs,
     "qwen2_5_vl": QwenSmartResizeRule.from_configs,
     "qwen3_vl": QwenSmartResizeRule.from_configs,
+    "alpamayo2_super": QwenSmartResizeRule.from_alpamayo2_super_configs,
+    "cosmos3_edge": Glm4vSmartResizeRule.from_cosmos3_edge_configs,
     "llava": _llava_rule,
     "paligemma": FixedTokensRule.from_paligemma_configs,
     "aria": FixedTokensRule.from_aria_configs,
@@ -144,6 +146,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
 # pixel bounds reach the Qwen-style families through with_pixel_range instead.
 PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "gemma3": frozenset({"do_pan_and_scan"}),
+    "cosmos3_edge": frozenset({"size"}),
     "gemma4": GEMMA4_KNOBS,
     "internvl_chat": INTERNVL_CHAT_KNOBS,
     "eagle2_5_vl": INTERNVL_CHAT_KNOBS,
@@ -177,8 +180,12 @@ KNOBS_ONLY = frozenset(
         "phi4mm",
     }
 )
-# Families whose vLLM processor reads a knob under images_kwargs before the top level's.
-SCOPED_FIRST = frozenset({"minicpmv4_6", "minicpmv4_7"})
+# Families whose vLLM processor reads a knob under images_kwargs before the top level's
+# (Cosmos 3 Edge: vLLM routes a flat size into images_kwargs unless that scope sets one).
+SCOPED_FIRST = frozenset({"minicpmv4_6", "minicpmv4_7", "cosmos3_edge"})
+# Families whose vLLM count ignores min_pixels / max_pixels (Cosmos 3 Edge's image processor
+# takes neither: vLLM drops them at the top level and fails on them under images_kwargs).
+NO_PIXEL_BOUNDS = frozenset({"cosmos3_edge"})
 # Families whose vLLM count reads their knobs at the top level of the kwargs only (for
 # Phi-4-multimodal: the remote image processor's attribute, set at load from those).
 TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm"})
@@ -389,6 +396,7 @@ def profile_from_configs(
             knobs_only=rule in KNOBS_ONLY,
             scoped_first=rule in SCOPED_FIRST,
             top_level_only=rule in TOP_LEVEL_ONLY,
+            pixel_bounds=rule not in NO_PIXEL_BOUNDS,
         )
     )
     if knobs:

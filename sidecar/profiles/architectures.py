@@ -47,6 +47,10 @@ class Architecture:
     rule: str | None = None  # the VISION_RULES family that prices it (RULE only)
     model_types: tuple[str, ...] = ()  # config.json model_type values it is dispatched by
     config_key: str | None = None  # the sub-config vLLM's get_hf_config returns
+    # A sub-config whose towers vLLM's config class lifts to the top level beside the wrapper's
+    # own fields (Alpamayo 2 Super's vlm_config): its text_config and vision_config replace the
+    # top level's, its token ids fill in where the top level has none.
+    lifted_key: str | None = None
     prompt_family: str | None = None  # the exact text counter's prompt format, if any
     video_rule: str | None = None  # the VIDEO_RULES family pricing its videos exactly, if any
     dropped_after: str | None = None  # last vLLM version that served it (NOT_SERVED only)
@@ -55,6 +59,8 @@ class Architecture:
 
     def model_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """The part of ``config.json`` vLLM's processor reads as the model's config."""
+        if self.lifted_key is not None:
+            return _lifted(config, self.lifted_key)
         if self.config_key is None:
             return dict(config)
         nested = config.get(self.config_key)
@@ -66,12 +72,37 @@ class Architecture:
         return nested
 
 
+# The token ids Alpamayo2SuperConfig takes from its vlm_config where the top level has none.
+_LIFTED_TOKEN_IDS = (
+    "image_token_id",
+    "video_token_id",
+    "vision_start_token_id",
+    "vision_end_token_id",
+)
+
+
+def _lifted(config: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``config`` as vLLM's config class exposes it: ``config[key]``'s towers at the top."""
+    nested = config.get(key) or {}
+    if not isinstance(nested, dict):
+        raise ConfigurationError(f"config.json's {key!r} must be an object")
+    lifted = dict(config)
+    for tower in ("text_config", "vision_config"):
+        if tower in nested:
+            lifted[tower] = nested[tower]
+    for token in _LIFTED_TOKEN_IDS:
+        if token in nested:
+            lifted.setdefault(token, nested[token])
+    return lifted
+
+
 def _rule(
     name: str,
     module: str,
     rule: str,
     *model_types: str,
     config_key: str | None = None,
+    lifted_key: str | None = None,
     prompt_family: str | None = None,
     video_rule: str | None = None,
     note: str = "",
@@ -84,6 +115,7 @@ def _rule(
         rule=rule,
         model_types=model_types,
         config_key=config_key,
+        lifted_key=lifted_key,
         prompt_family=prompt_family,
         video_rule=video_rule,
         note=note,
@@ -227,12 +259,17 @@ _TABLE: tuple[Architecture, ...] = (
         "<|vision_start|><|image_pad|><|vision_end|>",
         proof=BY_VLLM,
     ),
-    _engine(
+    _rule(
         "Alpamayo2Super",
         "alpamayo2_super",
-        "Qwen3-VL's count, but get_hf_processor sets the image processor's size from "
-        "Alpamayo2SuperConfig's min_pixels / max_pixels (defaulted when config.json omits "
-        "them) and the Qwen3-VL tower sits under vlm_config: the qwen3_vl rule reads neither",
+        "alpamayo2_super",
+        "alpamayo2_super",
+        lifted_key="vlm_config",
+        note="Alpamayo2SuperProcessingInfo(Qwen3VLProcessingInfo): Qwen3-VL's count over the "
+        "image processor whose size get_hf_processor sets from Alpamayo2SuperConfig's "
+        "min_pixels / max_pixels (163,840 / 196,608 when config.json omits them; null keeps "
+        "the processor's own), the tower under vlm_config; images only",
+        proof=BY_NEW_FAMILIES,
     ),
     _engine(
         "BailingMoeV3VLForConditionalGeneration",
@@ -248,11 +285,16 @@ _TABLE: tuple[Architecture, ...] = (
         "(Cosmos3OmniConfig); Qwen3-VL's processor, <|vision_start|><|image_pad|><|vision_end|>",
         proof=BY_VLLM,
     ),
-    _engine(
+    _rule(
         "Cosmos3EdgeForConditionalGeneration",
         "cosmos3_edge",
-        "overrides Qwen3-VL's _get_vision_info (video smart_resize, temporal factor 1) over "
-        "its own Cosmos3EdgeImageProcessor: not yet proven equal to the Qwen rule",
+        "cosmos3_edge",
+        "cosmos3_edge",
+        note="Cosmos3EdgeProcessingInfo._get_vision_info: Cosmos3EdgeImageProcessor's "
+        "smart_resize, Qwen3-VL's video form at one frame and temporal factor 1 (a side under "
+        "32 px enlarged first); h·w/1024 between <|vision_start|> and <|vision_end|>; size "
+        "the one pixel knob (vLLM drops min_pixels / max_pixels)",
+        proof=BY_NEW_FAMILIES,
     ),
     _rule(
         "Exaone4_5_ForConditionalGeneration",

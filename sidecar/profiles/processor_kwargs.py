@@ -88,6 +88,7 @@ class ProcessorKwargs:
         knobs_only: bool = False,
         scoped_first: bool = False,
         top_level_only: bool = False,
+        pixel_bounds: bool = True,
     ) -> dict[str, Any]:
         """The knobs that reach ``family``'s arithmetic; ConfigurationError for any it
         cannot price. Pixel bounds are not in the result: ``with_pixel_range`` applies them.
@@ -99,7 +100,18 @@ class ProcessorKwargs:
         ``top_level_only``: vLLM's count reads the family's knobs at the top level only
         (LFM2-VL's grid) while its processor reads ``images_kwargs`` too, so a knob given
         there makes the two disagree: refused.
+        ``pixel_bounds``: False where vLLM's count ignores ``min_pixels`` / ``max_pixels``
+        (Cosmos 3 Edge, whose image processor reads ``size`` alone): either is refused, since
+        what the deployment asks for is not what vLLM runs.
         """
+        if not pixel_bounds and (self.min_pixels is not None or self.max_pixels is not None):
+            raise ConfigurationError(
+                f"model {model!r} ({family}): SIDECAR_MM_PROCESSOR_KWARGS (or "
+                "SIDECAR_MIN/MAX_PIXELS) sets min_pixels / max_pixels, which vLLM 0.33 does not "
+                "apply to this family (its image processor takes neither: ignored at the top "
+                "level, every image fails under images_kwargs); set size "
+                '{"shortest_edge": ..., "longest_edge": ...} instead'
+            )
         scoped_knobs = knobs & self.scoped.keys()
         if top_level_only and scoped_knobs:
             raise ConfigurationError(

@@ -21,6 +21,10 @@ from sidecar.vision.smart_resize import smart_resize as smart_resize
 from sidecar.vision.tiling import already_fits
 
 QWEN_WRAPPER_TOKENS = 2  # <|vision_start|> and <|vision_end|> around each image
+# vLLM 0.33's Alpamayo2SuperConfig defaults: the reference implementation's per-image pixel
+# budget, which the checkpoint's preprocessor config does not carry.
+ALPAMAYO2_SUPER_MIN_PIXELS = 163_840
+ALPAMAYO2_SUPER_MAX_PIXELS = 196_608
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +52,21 @@ class QwenSmartResizeRule:
         if min_pixels is None or max_pixels is None:
             raise ValueError("preprocessor config has no min_pixels/max_pixels or size edges")
         return cls(family, patch, merge, int(min_pixels), int(max_pixels))
+
+    @classmethod
+    def from_alpamayo2_super_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> QwenSmartResizeRule:
+        """Qwen3-VL's rule over the bounds Alpamayo2SuperProcessingInfo.get_hf_processor sets:
+        ``config.json``'s ``min_pixels`` / ``max_pixels`` (the config class's defaults where
+        absent) become the image processor's size when both are set; a null keeps the
+        processor's own. ``config`` is the one vLLM's config class exposes, ``vlm_config``'s
+        towers lifted to the top (``Architecture.lifted_key``)."""
+        min_pixels = config.get("min_pixels", ALPAMAYO2_SUPER_MIN_PIXELS)
+        max_pixels = config.get("max_pixels", ALPAMAYO2_SUPER_MAX_PIXELS)
+        if min_pixels is not None and max_pixels is not None:
+            preprocessor = {**preprocessor, "min_pixels": min_pixels, "max_pixels": max_pixels}
+        return cls.from_configs(family, config, preprocessor)
 
     @property
     def factor(self) -> int:

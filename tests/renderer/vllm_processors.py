@@ -227,8 +227,11 @@ def _image_repl(processor: Any) -> Count:
     return count
 
 
-def _paddleocr_vl(processor: Any) -> Count:
-    # PaddleOCRVLMultiModalProcessor._get_prompt_updates.get_replacement.
+def _image_processor_info(processor: Any) -> Count:
+    # get_num_image_tokens over the image processor vLLM builds (server kwargs merged inside):
+    # PaddleOCRVLMultiModalProcessor._get_prompt_updates.get_replacement; for the Qwen3-VL
+    # heirs (Cosmos 3 Edge, Alpamayo 2 Super) the count their ProcessingInfo gives the grid
+    # the HF processor makes, which the full path checks.
     info = processor.info
     image_processor = info.get_image_processor()
 
@@ -507,7 +510,8 @@ COUNTS: dict[str, Callable[[Any], Count]] = {
     "nemotron_vl": _nemotron_vl,
     "nano_nemotron_vl": _nano_nemotron_vl,
     "h2ovl": _h2ovl,
-    "paddleocr_vl": _paddleocr_vl,
+    "paddleocr_vl": _image_processor_info,
+    "qwen_vl": _image_processor_info,
     "image_repl": _image_repl,
     "prompt_update": _prompt_update,
     "info": _info,

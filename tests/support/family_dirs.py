@@ -2090,3 +2090,188 @@ def write_aria_dir(directory: Path) -> Path:
         {"processor_class": "AriaProcessor", "size_conversion": {"490": 128, "980": 256}},
     )
     return directory
+
+
+# -- Cosmos 3 Edge and Alpamayo 2 Super (Qwen3-VL-derived) ----------------------------------
+
+QWEN3_SPECIAL = (
+    "<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
+    "<|vision_end|>", "<|image_pad|>", "<|video_pad|>",
+)  # fmt: skip
+# vLLM's get_placeholder_str for both (Qwen3-VL's); words split on spaces here.
+QWEN3_PROMPT = "hello <|vision_start|> <|image_pad|> <|vision_end|> describe"
+QWEN3_TOKENIZER_CONFIG = {
+    "tokenizer_class": "Qwen2Tokenizer",
+    "unk_token": "<unk>",
+    "eos_token": "<|endoftext|>",
+    "pad_token": "<|endoftext|>",
+}
+
+
+def _qwen3_token_ids(vocab: Mapping[str, int]) -> dict[str, int]:
+    return {
+        "image_token_id": vocab["<|image_pad|>"],
+        "video_token_id": vocab["<|video_pad|>"],
+        "vision_start_token_id": vocab["<|vision_start|>"],
+        "vision_end_token_id": vocab["<|vision_end|>"],
+    }
+
+
+def write_cosmos3_edge_dir(directory: Path, **image_processor: Any) -> Path:
+    """nvidia/Cosmos3-Edge (weights not yet public): transformers' Cosmos3EdgeConfig, a SigLIP2
+    tower of 16 px patches merged 2 x 2 (Cosmos3EdgeVisionConfig's defaults) under a
+    Nemotron-H-style text tower shrunk to two layers, and Cosmos3EdgeProcessor over
+    Cosmos3EdgeImageProcessor at its class defaults (patch 16, merge 2, temporal 1, 65,536 to
+    16,777,216 px), with ``image_processor`` values over them."""
+    vocab = write_tokenizer(directory, QWEN3_SPECIAL, QWEN3_TOKENIZER_CONFIG)
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Cosmos3EdgeForConditionalGeneration"],
+            "model_type": "cosmos3_edge",
+            "torch_dtype": "bfloat16",
+            **_qwen3_token_ids(vocab),
+            "projector_hidden_size": 128,
+            "text_config": {
+                "model_type": "cosmos3_edge_text",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 32,
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 131072,
+                "rope_parameters": {
+                    "rope_type": "default",
+                    "rope_theta": 100_000_000.0,
+                    "mrope_section": [8, 4, 4],
+                },
+            },
+            "vision_config": {
+                "model_type": "cosmos3_edge_vision",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "patch_size": 16,
+                "spatial_merge_size": 2,
+            },
+        },
+    )
+    processor = {
+        "patch_size": 16,
+        "merge_size": 2,
+        "temporal_patch_size": 1,
+        "size": {"shortest_edge": 65536, "longest_edge": 16777216},
+        **image_processor,
+    }
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "image_processor_type": "Cosmos3EdgeImageProcessor",
+            "processor_class": "Cosmos3EdgeProcessor",
+            **processor,
+        },
+    )
+    write_json(
+        directory,
+        "video_preprocessor_config.json",
+        {
+            "video_processor_type": "Cosmos3EdgeVideoProcessor",
+            "processor_class": "Cosmos3EdgeProcessor",
+            "patch_size": 16,
+            "merge_size": 2,
+            "temporal_patch_size": 1,
+        },
+    )
+    return directory
+
+
+ALPAMAYO_DEFAULT_BOUNDS = object()  # config.json without min_pixels / max_pixels
+
+
+def write_alpamayo2_super_dir(
+    directory: Path,
+    *,
+    min_pixels: Any = ALPAMAYO_DEFAULT_BOUNDS,
+    max_pixels: Any = ALPAMAYO_DEFAULT_BOUNDS,
+) -> Path:
+    """nvidia/Alpamayo2-Super: ``model_type`` alpamayo2_super wrapping a Qwen3-VL model in
+    ``vlm_config`` (vision tower of 16 px patches merged 2 x 2; text tower shrunk to two
+    layers), the base Qwen3-VL processor files (patch 16, merge 2, 65,536 to 16,777,216 px,
+    which vLLM's config class overrides with its own bounds), and no ``traj_ids`` (vLLM's
+    tokenizer then checks none). ``min_pixels`` / ``max_pixels``: written to config.json when
+    given (None writes null); absent, vLLM's Alpamayo2SuperConfig defaults apply."""
+    vocab = write_tokenizer(directory, QWEN3_SPECIAL, QWEN3_TOKENIZER_CONFIG)
+    bounds = {
+        name: value
+        for name, value in (("min_pixels", min_pixels), ("max_pixels", max_pixels))
+        if value is not ALPAMAYO_DEFAULT_BOUNDS
+    }
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Alpamayo2Super"],
+            "model_type": "alpamayo2_super",
+            "torch_dtype": "bfloat16",
+            **bounds,
+            "vlm_config": {
+                "model_type": "qwen3_vl",
+                **_qwen3_token_ids(vocab),
+                "text_config": {
+                    "model_type": "qwen3_vl_text",
+                    "hidden_size": 64,
+                    "intermediate_size": 128,
+                    "num_hidden_layers": 2,
+                    "num_attention_heads": 2,
+                    "num_key_value_heads": 1,
+                    "head_dim": 32,
+                    "vocab_size": len(vocab) + 4096,
+                    "max_position_embeddings": 262144,
+                    "rope_scaling": {"rope_type": "default", "mrope_section": [8, 4, 4]},
+                },
+                "vision_config": {
+                    "model_type": "qwen3_vl_vision",
+                    "depth": 2,
+                    "hidden_size": 64,
+                    "intermediate_size": 128,
+                    "num_heads": 2,
+                    "patch_size": 16,
+                    "spatial_merge_size": 2,
+                    "temporal_patch_size": 2,
+                    "out_hidden_size": 64,
+                    "deepstack_visual_indexes": [0],
+                },
+            },
+        },
+    )
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "image_processor_type": "Qwen2VLImageProcessorFast",
+            "processor_class": "Qwen3VLProcessor",
+            "size": {"shortest_edge": 65536, "longest_edge": 16777216},
+            "patch_size": 16,
+            "temporal_patch_size": 2,
+            "merge_size": 2,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+        },
+    )
+    write_json(
+        directory,
+        "video_preprocessor_config.json",
+        {
+            "video_processor_type": "Qwen3VLVideoProcessor",
+            "processor_class": "Qwen3VLProcessor",
+            "patch_size": 16,
+            "temporal_patch_size": 2,
+            "merge_size": 2,
+        },
+    )
+    return directory

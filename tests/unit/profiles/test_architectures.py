@@ -298,3 +298,25 @@ def test_the_glm_4_5v_builtin_is_glm_4_1vs_rule_over_its_moe_tower(tmp_path: Pat
     assert builtin.vision == load_profile("zai-org/GLM-4.1V-9B-Thinking").vision
     assert builtin.vision.image_tokens(1024, 768).tokens == 999  # vLLM 0.33's count
     assert builtin.kv.bytes_per_token == 46 * 2 * 8 * 128 * 2
+
+
+def test_alpamayo2_super_lifts_vlm_configs_towers_beside_its_own_fields() -> None:
+    # As vLLM's Alpamayo2SuperConfig: the nested towers win, the top level's token ids win.
+    config = {
+        "architectures": ["Alpamayo2Super"],
+        "min_pixels": 1,
+        "image_token_id": 7,
+        "vision_config": {"patch_size": 14},
+        "vlm_config": {
+            "image_token_id": 9,
+            "video_token_id": 10,
+            "vision_config": {"patch_size": 16},
+            "text_config": {"hidden_size": 64},
+        },
+    }
+    lifted = ARCHITECTURES["Alpamayo2Super"].model_config(config)
+    assert lifted["vision_config"] == {"patch_size": 16}
+    assert lifted["text_config"] == {"hidden_size": 64}
+    assert (lifted["image_token_id"], lifted["video_token_id"], lifted["min_pixels"]) == (7, 10, 1)
+    with pytest.raises(ConfigurationError, match="'vlm_config' must be an object"):
+        ARCHITECTURES["Alpamayo2Super"].model_config({"vlm_config": [1]})

@@ -114,3 +114,18 @@ def test_a_top_level_only_family_refuses_its_knobs_under_images_kwargs() -> None
     assert top.for_family("m", "lfm2_vl", frozenset({"tile_size"}), top_level_only=True) == {
         "tile_size": 384
     }
+
+
+def test_a_family_whose_count_ignores_pixel_bounds_refuses_them_in_any_form() -> None:
+    # Cosmos 3 Edge's image processor reads size alone: vLLM drops min_pixels / max_pixels.
+    for knobs in (
+        ProcessorKwargs.from_settings_values({"max_pixels": 200_704}),
+        ProcessorKwargs.from_settings_values({"images_kwargs": {"min_pixels": 3136}}),
+        ProcessorKwargs.from_settings_values({}, max_pixels=200_704),
+    ):
+        with pytest.raises(ConfigurationError, match="does not apply to this family"):
+            knobs.for_family("m", "cosmos3_edge", frozenset({"size"}), pixel_bounds=False)
+    size = ProcessorKwargs.from_settings_values({"size": {"longest_edge": 1}})
+    assert size.for_family("m", "cosmos3_edge", frozenset({"size"}), pixel_bounds=False) == {
+        "size": {"longest_edge": 1}
+    }

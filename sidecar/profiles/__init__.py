@@ -34,6 +34,8 @@ from sidecar.video import VideoRule
 from sidecar.video.qwen import QwenVideoRule
 from sidecar.vision import MODEL_DIRECTORY, PixelLimited, VisionRule, nano_nemotron_vl
 from sidecar.vision.anyres import AnyresRule
+from sidecar.vision.cohere2_vision import PROCESSOR_KNOBS as COHERE2_VISION_KNOBS
+from sidecar.vision.cohere2_vision import Cohere2VisionRule
 from sidecar.vision.deepseek_ocr import PROCESSOR_KNOBS as DEEPSEEK_OCR_KNOBS
 from sidecar.vision.deepseek_ocr import DeepseekOCRRule
 from sidecar.vision.deepseek_vl2 import DeepseekVL2Rule
@@ -140,6 +142,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "lfm2_vl": Lfm2VlRule.from_configs,
     "keye": KeyeRule.from_configs,
     "phi4mm": Phi4MMRule.from_configs,
+    "cohere2_vision": Cohere2VisionRule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -162,6 +165,7 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "kimi_k25": KIMI_K25_KNOBS,  # priced as vLLM prices them: ignored
     "lfm2_vl": LFM2_VL_KNOBS,
     "phi4mm": PHI4MM_KNOBS,
+    "cohere2_vision": COHERE2_VISION_KNOBS,
 }
 
 
@@ -187,8 +191,9 @@ SCOPED_FIRST = frozenset({"minicpmv4_6", "minicpmv4_7", "cosmos3_edge"})
 # takes neither: vLLM drops them at the top level and fails on them under images_kwargs).
 NO_PIXEL_BOUNDS = frozenset({"cosmos3_edge"})
 # Families whose vLLM count reads their knobs at the top level of the kwargs only (for
-# Phi-4-multimodal: the remote image processor's attribute, set at load from those).
-TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm"})
+# Phi-4-multimodal: the remote image processor's attribute, set at load from those; for
+# Cohere2Vision: get_number_of_image_patches over the merged kwargs' top level).
+TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm", "cohere2_vision"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -702,6 +702,17 @@ _TABLE: tuple[Architecture, ...] = (
     _rule("SmolVLMForConditionalGeneration", "smolvlm", "smolvlm", "smolvlm", proof=BY_BOTH),
     # --- Llama 4 ------------------------------------------------------------------------------
     _rule("Llama4ForConditionalGeneration", "mllama4", "llama4", "llama4", proof=BY_BOTH),
+    # --- Cohere2Vision (Command A Vision) ------------------------------------------------------
+    _rule(
+        "Cohere2VisionForConditionalGeneration",
+        "cohere2_vision",
+        "cohere2_vision",
+        "cohere2_vision",
+        note="Cohere2VisionProcessingInfo.get_num_patches: transformers' "
+        "get_number_of_image_patches (1..max_patches tiles of 512 px, least upscale, + a "
+        "thumbnail), 257 tokens a tile + 2; crop_to_patches, min/max_patches top level only",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- No rule yet --------------------------------------------------------------------------
     _rule(
         "AriaForConditionalGeneration",
@@ -714,12 +725,6 @@ _TABLE: tuple[Architecture, ...] = (
     ),
     _engine("BagelForConditionalGeneration", "bagel"),
     _engine("Blip2ForConditionalGeneration", "blip2"),
-    _engine(
-        "Cohere2VisionForConditionalGeneration",
-        "cohere2_vision",
-        "tiles counted by transformers' Cohere2VisionImageProcessor.get_number_of_image_patches "
-        "(crop to patches): no rule yet",
-    ),
     _engine("CohereCompassForConditionalGeneration", "cohere_compass"),
     _engine("DeepseekV4ForConditionalGeneration", "vllm.models.deepseek_v4"),
     _engine("DeepseekV41ForCausalLM", "vllm.models.deepseek_v41"),

@@ -47,6 +47,12 @@ DEEPSEEK_APPLY_SIZES = (
     *APPLY_SIZES, (640, 640), (641, 640), (768, 768), (769, 500), (1000, 800), (3000, 400),
     (2000, 1000), (1280, 1280),
 )  # fmt: skip
+# Command A Vision's grids: one tile, a tie on the grid's upscale, a downscale past 12 tiles.
+COHERE2_VISION_APPLY_SIZES = (
+    *APPLY_SIZES, (512, 512), (513, 512), (1024, 512), (6144, 512), (4000, 3000), (3000, 3000),
+)  # fmt: skip
+# Sizes whose tiles change with max_patches 6 (each on a grid of more than 6 tiles at 12).
+COHERE2_VISION_TILED_SIZES = ((4000, 1000), (3000, 3000), (6144, 512))
 DEEPSEEK_VARIANT_SIZES = ((1, 1), (900, 3), (640, 480), (1000, 800), (3000, 400))
 # Sizes whose tiles change with crop_mode false or max_crops 9 (each past 768 px, and on a
 # grid tie that 9 tiles break otherwise).
@@ -620,6 +626,53 @@ FAMILIES = (
         "alpamayo2-super-config-min_pixels-null",
         lambda directory: family_dirs.write_alpamayo2_super_dir(directory, min_pixels=None),
         "qwen_vl", family_dirs.QWEN3_PROMPT, trust_remote_code=False,
+    ),
+    # Cohere2Vision: transformers' own processor, the knobs at the top level of the kwargs.
+    # The worker's embeddings check: a knob under images_kwargs reaches the processor's tiles
+    # but not vLLM's count, and size the processor's tile side but not the count or the tower;
+    # vLLM fails every image at max_patches 0 (no grid) and patch_size 8 (its count takes it
+    # for the tile's size). All four refused.
+    Family(
+        "cohere2-vision", family_dirs.write_cohere2_vision_dir, "cohere2_vision",
+        family_dirs.COHERE2_VISION_PROMPT, apply_sizes=COHERE2_VISION_APPLY_SIZES,
+        trust_remote_code=False,
+    ),
+    Family(
+        "cohere2-vision-max_patches-6", family_dirs.write_cohere2_vision_dir, "cohere2_vision",
+        family_dirs.COHERE2_VISION_PROMPT, {"max_patches": 6, "min_patches": 4},
+        apply_sizes=(*VARIANT_APPLY_SIZES, (4000, 1000)), trust_remote_code=False,
+    ),
+    Family(
+        "cohere2-vision-no-crop_to_patches", family_dirs.write_cohere2_vision_dir,
+        "cohere2_vision", family_dirs.COHERE2_VISION_PROMPT, {"crop_to_patches": False},
+        apply_sizes=(*VARIANT_APPLY_SIZES, (4000, 1000)), trust_remote_code=False,
+    ),
+    Family(
+        "cohere2-vision-preprocessor-max_patches-4",
+        lambda directory: family_dirs.write_cohere2_vision_dir(directory, max_patches=4),
+        "cohere2_vision", family_dirs.COHERE2_VISION_PROMPT,
+        apply_sizes=(*VARIANT_APPLY_SIZES, (4000, 1000)), trust_remote_code=False,
+    ),
+    Family(
+        "cohere2-vision-max_patches-0", family_dirs.write_cohere2_vision_dir, "cohere2_vision",
+        family_dirs.COHERE2_VISION_PROMPT, {"max_patches": 0}, trust_remote_code=False,
+        refused_at_start="max_patches",
+    ),
+    Family(
+        "cohere2-vision-patch_size-8", family_dirs.write_cohere2_vision_dir, "cohere2_vision",
+        family_dirs.COHERE2_VISION_PROMPT, {"patch_size": 8}, trust_remote_code=False,
+        refused_at_start="patch_size",
+    ),
+    Family(
+        "cohere2-vision-images_kwargs-max_patches-6", family_dirs.write_cohere2_vision_dir,
+        "cohere2_vision", family_dirs.COHERE2_VISION_PROMPT,
+        {"images_kwargs": {"max_patches": 6}}, apply_sizes=COHERE2_VISION_TILED_SIZES,
+        trust_remote_code=False, refused_at_start="images_kwargs",
+    ),
+    Family(
+        "cohere2-vision-size-384", family_dirs.write_cohere2_vision_dir, "cohere2_vision",
+        family_dirs.COHERE2_VISION_PROMPT, {"size": {"height": 384, "width": 384}},
+        trust_remote_code=False, refused_at_start="size",
     ),
 )  # fmt: skip
 

@@ -463,6 +463,18 @@ def _deepseek_ocr_embeddings(item: Any, *, row_newlines: bool) -> int:
     return tokens
 
 
+def _cohere2_vision_embeddings(item: Any, processor: Any) -> int:
+    # The placeholder Cohere2VisionForConditionalGeneration's embeddings for one processed
+    # image would fill: each tile the processor made, through the SigLIP tower's patches
+    # (config.json's vision_config) and the projector's pixel shuffle (downsample_factor),
+    # plus the markup around them (<|START_OF_IMG|>, a line break a tile, <|END_OF_IMG|>).
+    config = processor.info.get_hf_config()
+    pixels = item["pixel_values"].data
+    side = int(pixels.shape[-1]) // int(config.vision_config.patch_size)
+    features = (side // int(config.downsample_factor)) ** 2
+    return 2 + int(pixels.shape[0]) * (features + 1)
+
+
 # The embeddings the model makes of a processed image, where the HF processor's tiles can
 # disagree with vLLM's count (kwargs that reach only the processor): a mismatch is vLLM's
 # failure, at the model instead of the processor.
@@ -471,6 +483,7 @@ EMBEDDINGS: dict[str, Callable[[Any, Any], int]] = {
     "deepseek_ocr2": lambda item, _: _deepseek_ocr_embeddings(item, row_newlines=False),
     "deepseek_vl2": _deepseek_vl2_embeddings,
     "deepseek_vl2_uncropped": _deepseek_vl2_embeddings,
+    "cohere2_vision": _cohere2_vision_embeddings,
 }
 
 
@@ -493,7 +506,30 @@ def _phi4mm(processor: Any) -> Count:
     return count
 
 
+def _cohere2_vision(processor: Any) -> Count:
+    # Cohere2VisionMultiModalProcessor._get_prompt_updates.get_replacement: the tiles
+    # info.get_num_patches counts (transformers' get_number_of_image_patches over the merged
+    # kwargs), each patch_size**2 image tokens and a line break, between <|START_OF_IMG|> and
+    # <|END_OF_IMG|>, encoded as vLLM encodes it.
+    from vllm.multimodal.processing import cached_encode
+
+    info = processor.info
+    hf = info.get_hf_processor()
+    tokenizer = info.get_tokenizer()
+    tile = hf.image_token * int(hf.patch_size**2) + hf.img_line_break_token
+
+    def count(width: int, height: int) -> int:
+        tiles = info.get_num_patches(
+            image_width=width, image_height=height, processor=hf, mm_kwargs={}
+        )
+        replacement = f"{hf.boi_token}{tile * tiles}{hf.eoi_token}"
+        return len(cached_encode(tokenizer, replacement, add_special_tokens=False))
+
+    return count
+
+
 COUNTS: dict[str, Callable[[Any], Count]] = {
+    "cohere2_vision": _cohere2_vision,
     "phi4mm": _phi4mm,
     "deepseek_ocr": _deepseek_ocr,
     "deepseek_ocr2": _deepseek_ocr,

@@ -2275,3 +2275,90 @@ def write_alpamayo2_super_dir(
         },
     )
     return directory
+
+
+# -- Cohere2Vision (Command A Vision) -----------------------------------------------------------
+
+COHERE2_VISION_SPECIAL = (
+    "<UNK>", "<PAD>", "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>", "<|START_OF_IMG|>",
+    "<|END_OF_IMG|>", "<|IMG_PATCH|>", "<|IMG_LINE_BREAK|>",
+)  # fmt: skip
+# The chat template writes one <|IMG_PATCH|> per image: the token vLLM's prompt update replaces.
+COHERE2_VISION_PROMPT = "hello <|IMG_PATCH|> describe"
+
+
+def write_cohere2_vision_dir(directory: Path, **image_processor: Any) -> Path:
+    """CohereLabs/command-a-vision-07-2025: a SigLIP tower of 512 px tiles and 16 px patches,
+    pixel-shuffled 2 x 2 (``downsample_factor``), under a Cohere2 (Command A) text tower shrunk
+    to two layers; transformers' Cohere2VisionImageProcessor defaults (512 px tiles, 1 to 12
+    of them, ``crop_to_patches``, ``patch_size`` 16: 256 tokens a tile), ``image_processor``
+    values over them."""
+    vocab = write_tokenizer(
+        directory,
+        COHERE2_VISION_SPECIAL,
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": "<BOS_TOKEN>",
+            "eos_token": "<|END_OF_TURN_TOKEN|>",
+            "unk_token": "<UNK>",
+            "pad_token": "<PAD>",
+            "extra_special_tokens": {
+                "image_token": "<|IMG_PATCH|>",
+                "boi_token": "<|START_OF_IMG|>",
+                "eoi_token": "<|END_OF_IMG|>",
+                "img_line_break_token": "<|IMG_LINE_BREAK|>",
+            },
+        },
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Cohere2VisionForConditionalGeneration"],
+            "model_type": "cohere2_vision",
+            "torch_dtype": "bfloat16",
+            "image_token_id": vocab["<|IMG_PATCH|>"],
+            "downsample_factor": 2,
+            "alignment_intermediate_size": 128,
+            "vision_config": {
+                "model_type": "siglip_vision_model",
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "image_size": 512,
+                "patch_size": 16,
+            },
+            "text_config": {
+                "model_type": "cohere2",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 131072,
+            },
+        },
+    )
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "image_processor_type": "Cohere2VisionImageProcessor",
+            "processor_class": "Cohere2VisionProcessor",
+            "crop_to_patches": True,
+            "min_patches": 1,
+            "max_patches": 12,
+            "patch_size": 16,
+            "size": {"height": 512, "width": 512},
+            "do_resize": True,
+            "do_rescale": True,
+            "do_normalize": True,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            **image_processor,
+        },
+    )
+    write_json(directory, "processor_config.json", {"processor_class": "Cohere2VisionProcessor"})
+    return directory

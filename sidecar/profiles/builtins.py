@@ -280,6 +280,28 @@ def _llama4(positions: int, parameter_count: int | None) -> BuiltinModel:
     return BuiltinModel(config, _LLAMA4_PREPROCESSOR, parameter_count)
 
 
+# GLM-4.1V's preprocessor_config.json values (see GLM-4.1V-9B-Thinking below), which GLM-4.5V,
+# GLM-4.6V and GLM-OCR ship too.
+_GLM4V_PREPROCESSOR: dict[str, Any] = {
+    "image_processor_type": "Glm4vImageProcessor",
+    "size": {"shortest_edge": 12544, "longest_edge": 9633792},
+    "patch_size": 14,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+}
+
+
+def _glm4v_vision(model_type: str, out_hidden_size: int) -> dict[str, Any]:
+    """A GLM-V vision_config: 14 px patches merged 2 x 2, two frames a patch in time."""
+    return {
+        "model_type": model_type,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "out_hidden_size": out_hidden_size,
+    }
+
+
 BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "llava-hf/llava-1.5-7b-hf": BuiltinModel(
         config={
@@ -423,13 +445,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
                 "out_hidden_size": 4096,
             },
         },
-        preprocessor={
-            "image_processor_type": "Glm4vImageProcessor",
-            "size": {"shortest_edge": 12544, "longest_edge": 9633792},
-            "patch_size": 14,
-            "temporal_patch_size": 2,
-            "merge_size": 2,
-        },
+        preprocessor=_GLM4V_PREPROCESSOR,
     ),
     # GLM-4.5V (Glm4vMoeForConditionalGeneration, GLM-4.5-Air's MoE tower): text_config 4096
     # wide, 46 layers, 96 heads, 8 KV heads of head_dim 128, 65,536 positions, bfloat16 (a
@@ -450,13 +466,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
                 "out_hidden_size": 4096,
             },
         },
-        preprocessor={
-            "image_processor_type": "Glm4vImageProcessor",
-            "size": {"shortest_edge": 12544, "longest_edge": 9633792},
-            "patch_size": 14,
-            "temporal_patch_size": 2,
-            "merge_size": 2,
-        },
+        preprocessor=_GLM4V_PREPROCESSOR,
     ),
     # config.json: model_type, pinpoints and the "default" strategy as in the repo's file (copies in
     # laion/llava-v1.6-mistral-7b_openvino_int8, Ayush374/quantised_llava); the text tower is
@@ -570,4 +580,119 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     # there, "reduced ... from 48 layers"). Parameters: 400 B total, 17 B active (Meta's
     # model card; rounded). Processor: the Llama 4 family's (Scout's).
     "meta-llama/Llama-4-Maverick-17B-128E-Instruct": _llama4(1048576, 400_000_000_000),
+    # GLM-4.6V (Glm4vMoeForConditionalGeneration, 106B): GLM-4.5V's architecture at the same
+    # scale with a 128K window: vLLM's recipe for zai-org/GLM-4.6V gives 128K ("you can push to
+    # 131072") against GLM-4.5V's 64K; Megatron-Bridge gives that 106B tower as 46 layers, 4096
+    # wide, 96 heads, 8 query groups; head_dim 128 as GLM-4.5-Air's config. Medium confidence:
+    # the 4.6V config.json itself was not read. Processor files: GLM-4.1V's.
+    "zai-org/GLM-4.6V": BuiltinModel(
+        config={
+            "architectures": ["Glm4vMoeForConditionalGeneration"],
+            "model_type": "glm4v_moe",
+            "text_config": _text_tower("glm4v_moe_text", 4096, 46, 96, 8, 131072)
+            | {"head_dim": 128, "dtype": "bfloat16"},
+            "vision_config": _glm4v_vision("glm4v_moe", 4096),
+        },
+        preprocessor=_GLM4V_PREPROCESSOR,
+    ),
+    # GLM-4.6V-Flash (Glm4vForConditionalGeneration, 9B): the GLM-4.1V-9B-Thinking architecture
+    # (zai-org/GLM-V#220: "tested, it is the same"), a 128K window (the model card); parameters:
+    # the Hugging Face API's safetensors total, as a public model survey quotes it. Medium
+    # confidence for the window (131,072 positions taken from "128K").
+    "zai-org/GLM-4.6V-Flash": BuiltinModel(
+        config={
+            "architectures": ["Glm4vForConditionalGeneration"],
+            "model_type": "glm4v",
+            "torch_dtype": "bfloat16",
+            "text_config": _text_tower("glm4v_text", 4096, 40, 32, 2, 131072),
+            "vision_config": _glm4v_vision("glm4v", 4096),
+        },
+        preprocessor=_GLM4V_PREPROCESSOR,
+        parameter_count=10_292_777_472,
+    ),
+    # --- OCR models -------------------------------------------------------------------------
+    # GLM-OCR (GlmOcrForConditionalGeneration, vLLM's Glm4vProcessingInfo): text_config 1536
+    # wide, 16 layers, 16 heads, 8 KV heads of head_dim 128, 131,072 positions, bfloat16;
+    # vision patch 14, merge 2, temporal 2, out_hidden_size 1536. Source: the repository's
+    # config.json as fetched (curl of zai-org/GLM-OCR) in two independent public transcripts
+    # (one of a 4-bit re-quantisation, same text_config): high confidence. Processor: GLM-4.1V's
+    # bounds (12,544 to 9,633,792 px), as a public GLM-OCR port states them ("min 12544, max
+    # 9633792"): medium confidence.
+    "zai-org/GLM-OCR": BuiltinModel(
+        config={
+            "architectures": ["GlmOcrForConditionalGeneration"],
+            "model_type": "glm_ocr",
+            "text_config": _text_tower("glm_ocr_text", 1536, 16, 16, 8, 131072)
+            | {"head_dim": 128, "dtype": "bfloat16"},
+            "vision_config": _glm4v_vision("glm_ocr_vision", 1536),
+        },
+        preprocessor=_GLM4V_PREPROCESSOR,
+    ),
+    # PaddleOCR-VL: the checkpoint's flat config (the ERNIE-4.5-0.3B text values at the top:
+    # 1024 wide, 18 layers, 16 heads, 2 KV heads of head_dim 128, 131,072 positions), a
+    # SigLIP-style vision_config of 14 px patches merged 2 x 2. Source: a public parser test's
+    # subset of the PaddleOCR-VL config and transformers' PaddleOCRTextConfig defaults, which
+    # agree: high confidence. Processor: 147,384 to 2,822,400 px, patch 14, merge 2, temporal 1
+    # (the values tests/support/family_dirs.py's directory carries; medium-high confidence).
+    "PaddlePaddle/PaddleOCR-VL": BuiltinModel(
+        config={
+            "architectures": ["PaddleOCRVLForConditionalGeneration"],
+            "model_type": "paddleocr_vl",
+            "torch_dtype": "bfloat16",
+            **_text_tower("paddleocr_vl", 1024, 18, 16, 2, 131072),
+            "head_dim": 128,
+            "vision_config": {
+                "model_type": "paddleocr_vl_vision",
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+            },
+        },
+        preprocessor={
+            "image_processor_type": "PaddleOCRVLImageProcessor",
+            "min_pixels": 147384,
+            "max_pixels": 2822400,
+            "patch_size": 14,
+            "merge_size": 2,
+            "temporal_patch_size": 1,
+        },
+    ),
+    # DeepSeek-OCR (DeepseekOCRForCausalLM, model_type deepseek_vl_v2): language_config is a
+    # DeepSeek-V2 MoE tower without MLA, 1280 wide, 12 layers, 10 heads, 10 KV heads, 8,192
+    # positions (the repository's config.json "transcribed from the live repo" in a public
+    # loader test): high confidence. The image arithmetic is vLLM's module constants, none
+    # of it read from the files; processor_config.json: DeepseekVLV2Processor's 16 px patches,
+    # downsample 4, one 1,024 px candidate resolution (a public copy of the OCR processor file).
+    "deepseek-ai/DeepSeek-OCR": BuiltinModel(
+        config={
+            "architectures": ["DeepseekOCRForCausalLM"],
+            "model_type": "deepseek_vl_v2",
+            "torch_dtype": "bfloat16",
+            "candidate_resolutions": [[1024, 1024]],
+            "language_config": _text_tower("deepseek_v2", 1280, 12, 10, 10, 8192)
+            | {"kv_lora_rank": None, "q_lora_rank": None, "use_mla": False},
+            "vision_config": {"model_type": "vision", "image_size": 1024},
+        },
+        preprocessor={
+            "processor_class": "DeepseekVLV2Processor",
+            "candidate_resolutions": [[1024, 1024]],
+            "downsample_ratio": 4,
+            "patch_size": 16,
+        },
+    ),
+    # LightOnOCR-1B-1025 (LightOnOCRForConditionalGeneration; its config.json says model_type
+    # mistral3): a Pixtral tower at 1,540 px, patch 14, spatial_merge_size 2, in front of a
+    # Qwen3-0.6B-shaped decoder (1024 wide, 28 layers, 16 heads, 8 KV heads of head_dim 128,
+    # 40,960 positions). Source: transformers' LightOnOcrConfig sub-config defaults (the
+    # checkpoint's values as the port transcribed them) for both towers: medium confidence.
+    "lightonai/LightOnOCR-1B-1025": BuiltinModel(
+        config={
+            "architectures": ["LightOnOCRForConditionalGeneration"],
+            "model_type": "mistral3",
+            "spatial_merge_size": 2,
+            "torch_dtype": "bfloat16",
+            "text_config": _text_tower("qwen3", 1024, 28, 16, 8, 40960) | {"head_dim": 128},
+            "vision_config": {"model_type": "pixtral", "image_size": 1540, "patch_size": 14},
+        },
+        preprocessor=_pixtral_preprocessor(14, 1540, spatial_merge_size=2),
+    ),
 }

@@ -610,6 +610,66 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
         preprocessor=_GLM4V_PREPROCESSOR,
         parameter_count=10_292_777_472,
     ),
+    # Kimi-K2.5 (KimiK25ForConditionalGeneration): a Kimi-K2 (DeepSeek-V3-shaped) text_config,
+    # 7168 wide, 61 layers, 64 heads, 64 KV heads (TensorRT-LLM's Kimi-K2.5 test config,
+    # "matches real config.json structure"; the model card's 61 layers, 7168, 64 heads), 262,144
+    # positions (the card's 256K context: YaRN x64 from a 4K base); MoonViT, 14 px patches
+    # merged 2 x 2. preprocessor_config.json's media_proc_cfg: 16,384 patches, 512 a side, patch
+    # 14, merge 2, no fixed output (the same defaults in several public ports of the ckpt-side
+    # processor): high confidence. KV: the MLA latent cache is read as per-head K and V (an
+    # overestimate, as for a model directory).
+    "moonshotai/Kimi-K2.5": BuiltinModel(
+        config={
+            "architectures": ["KimiK25ForConditionalGeneration"],
+            "model_type": "kimi_k25",
+            "torch_dtype": "bfloat16",
+            "text_config": _text_tower("deepseek_v3", 7168, 61, 64, 64, 262144)
+            | {"kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64},
+            "vision_config": {
+                "model_type": "kimi_k25_vision",
+                "patch_size": 14,
+                "merge_kernel_size": [2, 2],
+            },
+        },
+        preprocessor={
+            "media_proc_cfg": {
+                "in_patch_limit": 16384,
+                "patch_size": 14,
+                "merge_kernel_size": 2,
+                "fixed_output_tokens": None,
+                "patch_limit_on_one_side": 512,
+            },
+        },
+    ),
+    # Kimi-VL-A3B-Instruct (KimiVLForConditionalGeneration): a Moonlight (DeepSeek-V3-shaped)
+    # text_config, 2048 wide, 27 layers, 16 heads, 16 KV heads (MLA: kv_lora_rank 512, rope 64),
+    # 131,072 positions; MoonViT, 14 px patches merged 2 x 2 (public bring-up and KV-sizing tests
+    # built from the checkpoint's config, which agree): medium-high confidence. Image processor:
+    # 4,096 patches, padded input (the real processor config of a Kimi-VL-A3B-Instruct fine-tune,
+    # quoted in a public test): medium confidence. KV: the MLA latent cache is read as per-head
+    # K and V (an overestimate). Thinking-2506's 16,384-patch processor file was not found in a
+    # public copy, so it has no built-in.
+    "moonshotai/Kimi-VL-A3B-Instruct": BuiltinModel(
+        config={
+            "architectures": ["KimiVLForConditionalGeneration"],
+            "model_type": "kimi_vl",
+            "torch_dtype": "bfloat16",
+            "text_config": _text_tower("deepseek_v3", 2048, 27, 16, 16, 131072)
+            | {"kv_lora_rank": 512, "q_lora_rank": None, "qk_rope_head_dim": 64},
+            "vision_config": {
+                "model_type": "moonvit",
+                "patch_size": 14,
+                "merge_kernel_size": [2, 2],
+            },
+        },
+        preprocessor={
+            "image_processor_type": "KimiVLImageProcessor",
+            "in_token_limit": 4096,
+            "merge_kernel_size": [2, 2],
+            "pad_input": True,
+            "patch_size": 14,
+        },
+    ),
     # --- OCR models -------------------------------------------------------------------------
     # GLM-OCR (GlmOcrForConditionalGeneration, vLLM's Glm4vProcessingInfo): text_config 1536
     # wide, 16 layers, 16 heads, 8 KV heads of head_dim 128, 131,072 positions, bfloat16;
@@ -632,8 +692,9 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     # 1024 wide, 18 layers, 16 heads, 2 KV heads of head_dim 128, 131,072 positions), a
     # SigLIP-style vision_config of 14 px patches merged 2 x 2. Source: a public parser test's
     # subset of the PaddleOCR-VL config and transformers' PaddleOCRTextConfig defaults, which
-    # agree: high confidence. Processor: 147,384 to 2,822,400 px, patch 14, merge 2, temporal 1
-    # (the values tests/support/family_dirs.py's directory carries; medium-high confidence).
+    # agree: high confidence. preprocessor_config.json: 147,384 to 2,822,400 px, patch 14,
+    # merge 2 (the file as quoted in a public deployment review; the same values, with temporal
+    # patch 1, as an SDK's documented processor defaults): high confidence.
     "PaddlePaddle/PaddleOCR-VL": BuiltinModel(
         config={
             "architectures": ["PaddleOCRVLForConditionalGeneration"],
@@ -660,8 +721,9 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     # DeepSeek-V2 MoE tower without MLA, 1280 wide, 12 layers, 10 heads, 10 KV heads, 8,192
     # positions (the repository's config.json "transcribed from the live repo" in a public
     # loader test): high confidence. The image arithmetic is vLLM's module constants, none
-    # of it read from the files; processor_config.json: DeepseekVLV2Processor's 16 px patches,
-    # downsample 4, one 1,024 px candidate resolution (a public copy of the OCR processor file).
+    # of it read from the files. processor_config.json: DeepseekVLV2Processor's 16 px patches,
+    # downsample 4, one 1,024 px candidate resolution, as a public deployment review quotes
+    # DeepSeek-OCR-2's file (the sidecar reads none of it for this family).
     "deepseek-ai/DeepSeek-OCR": BuiltinModel(
         config={
             "architectures": ["DeepseekOCRForCausalLM"],

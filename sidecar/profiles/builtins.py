@@ -757,4 +757,84 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
         },
         preprocessor=_pixtral_preprocessor(14, 1540, spatial_merge_size=2),
     ),
+    # --- Other served families -----------------------------------------------------------------
+    # Ovis2.5-9B (Ovis2_5): vit_config patch 16, hidden_stride 2, temporal 1 and an llm_config
+    # of Qwen3 (head_dim 128, 40,960 positions, bfloat16), as transformers' Ovis 2.5 conversion
+    # test builds the released checkpoints' source config; the 9B's tower is Qwen3-8B (36
+    # layers, 4096 wide, 32 heads, 8 KV heads: the Qwen3-8B config.json as a public model
+    # survey transcribes it). The image bounds are the processor's own constants (448² to
+    # 1,792² px, the same test's 9B max_pixels). Medium-high confidence.
+    "AIDC-AI/Ovis2.5-9B": BuiltinModel(
+        config={
+            "architectures": ["Ovis2_5"],
+            "model_type": "ovis2_5",
+            "torch_dtype": "bfloat16",
+            "vit_config": {"patch_size": 16, "hidden_stride": 2, "temporal_patch_size": 1},
+            "llm_config": _text_tower("qwen3", 4096, 36, 32, 8, 40960)
+            | {"head_dim": 128, "torch_dtype": "bfloat16"},
+        },
+        preprocessor={"image_processor_type": "SiglipImageProcessor"},
+    ),
+    # Phi-4-multimodal-instruct (Phi4MMForCausalLM): a flat Phi-4-mini config, 3072 wide, 32
+    # layers, 24 heads, 8 KV heads (head_dim 128), 131,072 positions (LongRoPE from 4,096),
+    # bfloat16; SigLIP at 448 px crops (embd_layer.image_embd_layer.crop_size). Source: public
+    # copies of the checkpoint's config.json (one cut to 2 layers, "original: 32") and parser
+    # tests that agree: high confidence. preprocessor_config.json's dynamic_hd 36: Microsoft's
+    # fine-tuning sample writes the checkpoint's file with it: high confidence.
+    "microsoft/Phi-4-multimodal-instruct": BuiltinModel(
+        config={
+            "architectures": ["Phi4MMForCausalLM"],
+            "model_type": "phi4mm",
+            "torch_dtype": "bfloat16",
+            **_text_tower("phi4mm", 3072, 32, 24, 8, 131072),
+            "original_max_position_embeddings": 4096,
+            "partial_rotary_factor": 0.75,
+            "img_processor": None,
+            "embd_layer": {
+                "embedding_cls": "image_audio",
+                "image_embd_layer": {"crop_size": 448, "use_hd_transform": True},
+            },
+        },
+        preprocessor={"image_processor_type": "Phi4MMImageProcessor", "dynamic_hd": 36},
+    ),
+    # MiniCPM-V-4.6 (MiniCPMV4_6ForConditionalGeneration): a Qwen3.5 text_config, 1024 wide, 24
+    # layers (every 4th full attention: 8 heads, 2 KV heads of head_dim 256; the others Gated
+    # DeltaNet with 16 key and 16 value heads of 128, conv 4), 262,144 positions: the real
+    # text_config subset of a public 4-bit conversion, as a parser test quotes it (high
+    # confidence). No mamba_ssm_dtype: vLLM applies that key to Qwen3.5's own architectures
+    # only, so this model's state is in the model dtype. Image processor: transformers'
+    # MiniCPMV4_6ImageProcessor class defaults (9 slices of 448 px, patch 14, 16x); the
+    # checkpoint's own preprocessor_config.json was not read: medium confidence.
+    "openbmb/MiniCPM-V-4.6": BuiltinModel(
+        config={
+            "architectures": ["MiniCPMV4_6ForConditionalGeneration"],
+            "model_type": "minicpmv4_6",
+            "torch_dtype": "bfloat16",
+            "insert_layer_id": 6,
+            "text_config": _text_tower("qwen3_5_text", 1024, 24, 8, 2, 262144)
+            | {
+                "head_dim": 256,
+                "full_attention_interval": 4,
+                "linear_conv_kernel_dim": 4,
+                "linear_key_head_dim": 128,
+                "linear_num_key_heads": 16,
+                "linear_num_value_heads": 16,
+                "linear_value_head_dim": 128,
+            },
+            "vision_config": {
+                "model_type": "minicpmv4_6_vision",
+                "image_size": 980,
+                "patch_size": 14,
+            },
+        },
+        preprocessor={
+            "image_processor_type": "MiniCPMV4_6ImageProcessor",
+            "max_slice_nums": 9,
+            "scale_resolution": 448,
+            "patch_size": 14,
+            "slice_mode": True,
+            "downsample_mode": "16x",
+            "use_image_id": True,
+        },
+    ),
 }

@@ -535,6 +535,15 @@ BUILTIN_FAMILIES: tuple[AliasFamily, ...] = (
         count="replacement",
     ),
     _from_builtin(
+        "lightonocr-builtin",
+        "lightonai/LightOnOCR-1B-1025",
+        "LightOnOCRForConditionalGeneration",
+        {"image_token_id": "<|image_pad|>"},
+        ("<|endoftext|>", "<|image_pad|>", "<|vision_pad|>", "<|vision_end|>"),
+        "<|image_pad|>",
+        "PixtralProcessor",
+    ),
+    _from_builtin(
         "gemma3",
         "google/gemma-3-4b-it",
         "Gemma3ForConditionalGeneration",

@@ -582,9 +582,9 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "meta-llama/Llama-4-Maverick-17B-128E-Instruct": _llama4(1048576, 400_000_000_000),
     # GLM-4.6V (Glm4vMoeForConditionalGeneration, 106B): GLM-4.5V's architecture at the same
     # scale with a 128K window: vLLM's recipe for zai-org/GLM-4.6V gives 128K ("you can push to
-    # 131072") against GLM-4.5V's 64K; Megatron-Bridge gives that 106B tower as 46 layers, 4096
-    # wide, 96 heads, 8 query groups; head_dim 128 as GLM-4.5-Air's config. Medium confidence:
-    # the 4.6V config.json itself was not read. Processor files: GLM-4.1V's.
+    # 131072") against GLM-4.5V's 64K; Megatron-Bridge gives GLM-4.5V's 106B tower as 46 layers,
+    # 4096 wide, 96 heads, 8 query groups; head_dim 128 as GLM-4.5-Air's config. Medium
+    # confidence: the 4.6V config.json itself was not read. Processor files: GLM-4.1V's.
     "zai-org/GLM-4.6V": BuiltinModel(
         config={
             "architectures": ["Glm4vMoeForConditionalGeneration"],

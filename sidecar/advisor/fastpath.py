@@ -125,7 +125,7 @@ class FastPath:
                 shape = self._image_shapes[cost.images] = self._shape(cost)
         if isinstance(shape, Reason):  # refused whatever the text: a URL, an image too large
             return Priced(_REJECT, shape)
-        text = text.text_tokens
+        text = cost.text_tokens
         prompt = shape.image_tokens + shape.fixed_visual + text
         output = (cost.output_requested or self.default_output_tokens) if cost.output_tokens else 0
         kv = self._request_kv(cost, prompt, output, shape.cross)

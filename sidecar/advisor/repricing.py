@@ -137,7 +137,7 @@ class Candidate:
         except InvalidRequestError:
             raise _Refused(Reason.INVALID_BODY) from None  # as serving refuses embeddings
         prompts = cost.prompts or (
-            (text.text_tokens, 0, tuple(range(len(images))), tuple(range(len(cost.media)))),
+            (cost.text_tokens, 0, tuple(range(len(images))), tuple(range(len(cost.media)))),
         )
         return assemble_prediction(
             images,

@@ -280,6 +280,28 @@ def _llama4(positions: int, parameter_count: int | None) -> BuiltinModel:
     return BuiltinModel(config, _LLAMA4_PREPROCESSOR, parameter_count)
 
 
+# GLM-4.1V's preprocessor_config.json values (see GLM-4.1V-9B-Thinking below), which GLM-4.5V,
+# GLM-4.6V and GLM-OCR ship too.
+_GLM4V_PREPROCESSOR: dict[str, Any] = {
+    "image_processor_type": "Glm4vImageProcessor",
+    "size": {"shortest_edge": 12544, "longest_edge": 9633792},
+    "patch_size": 14,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+}
+
+
+def _glm4v_vision(model_type: str, out_hidden_size: int) -> dict[str, Any]:
+    """A GLM-V vision_config: 14 px patches merged 2 x 2, two frames a patch in time."""
+    return {
+        "model_type": model_type,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "out_hidden_size": out_hidden_size,
+    }
+
+
 BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "llava-hf/llava-1.5-7b-hf": BuiltinModel(
         config={
@@ -423,13 +445,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
                 "out_hidden_size": 4096,
             },
         },
-        preprocessor={
-            "image_processor_type": "Glm4vImageProcessor",
-            "size": {"shortest_edge": 12544, "longest_edge": 9633792},
-            "patch_size": 14,
-            "temporal_patch_size": 2,
-            "merge_size": 2,
-        },
+        preprocessor=_GLM4V_PREPROCESSOR,
     ),
     # GLM-4.5V (Glm4vMoeForConditionalGeneration, GLM-4.5-Air's MoE tower): text_config 4096
     # wide, 46 layers, 96 heads, 8 KV heads of head_dim 128, 65,536 positions, bfloat16 (a
@@ -450,13 +466,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
                 "out_hidden_size": 4096,
             },
         },
-        preprocessor={
-            "image_processor_type": "Glm4vImageProcessor",
-            "size": {"shortest_edge": 12544, "longest_edge": 9633792},
-            "patch_size": 14,
-            "temporal_patch_size": 2,
-            "merge_size": 2,
-        },
+        preprocessor=_GLM4V_PREPROCESSOR,
     ),
     # config.json: model_type, pinpoints and the "default" strategy as in the repo's file (copies in
     # laion/llava-v1.6-mistral-7b_openvino_int8, Ayush374/quantised_llava); the text tower is
@@ -570,4 +580,261 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     # there, "reduced ... from 48 layers"). Parameters: 400 B total, 17 B active (Meta's
     # model card; rounded). Processor: the Llama 4 family's (Scout's).
     "meta-llama/Llama-4-Maverick-17B-128E-Instruct": _llama4(1048576, 400_000_000_000),
+    # GLM-4.6V (Glm4vMoeForConditionalGeneration, 106B): GLM-4.5V's architecture at the same
+    # scale with a 128K window: vLLM's recipe for zai-org/GLM-4.6V gives 128K ("you can push to
+    # 131072") against GLM-4.5V's 64K; Megatron-Bridge gives GLM-4.5V's 106B tower as 46 layers,
+    # 4096 wide, 96 heads, 8 query groups; head_dim 128 as GLM-4.5-Air's config. Medium
+    # confidence: the 4.6V config.json itself was not read. Processor files: GLM-4.1V's.
+    "zai-org/GLM-4.6V": BuiltinModel(
+        config={
+            "architectures": ["Glm4vMoeForConditionalGeneration"],
+            "model_type": "glm4v_moe",
+            "text_config": _text_tower("glm4v_moe_text", 4096, 46, 96, 8, 131072)
+            | {"head_dim": 128, "dtype": "bfloat16"},
+            "vision_config": _glm4v_vision("glm4v_moe", 4096),
+        },
+        preprocessor=_GLM4V_PREPROCESSOR,
+    ),
+    # GLM-4.6V-Flash (Glm4vForConditionalGeneration, 9B): the GLM-4.1V-9B-Thinking architecture
+    # (zai-org/GLM-V#220: "tested, it is the same"), a 128K window (the model card); parameters:
+    # the Hugging Face API's safetensors total, as a public model survey quotes it. Medium
+    # confidence for the window (131,072 positions taken from "128K").
+    "zai-org/GLM-4.6V-Flash": BuiltinModel(
+        config={
+            "architectures": ["Glm4vForConditionalGeneration"],
+            "model_type": "glm4v",
+            "torch_dtype": "bfloat16",
+            "text_config": _text_tower("glm4v_text", 4096, 40, 32, 2, 131072),
+            "vision_config": _glm4v_vision("glm4v", 4096),
+        },
+        preprocessor=_GLM4V_PREPROCESSOR,
+        parameter_count=10_292_777_472,
+    ),
+    # Kimi-K2.5 (KimiK25ForConditionalGeneration): a Kimi-K2 (DeepSeek-V3-shaped) text_config,
+    # 7168 wide, 61 layers, 64 heads, 64 KV heads (TensorRT-LLM's Kimi-K2.5 test config,
+    # "matches real config.json structure"; the model card's 61 layers, 7168, 64 heads), 262,144
+    # positions (the card's 256K context: YaRN x64 from a 4K base); MoonViT, 14 px patches
+    # merged 2 x 2. preprocessor_config.json's media_proc_cfg: 16,384 patches, 512 a side, patch
+    # 14, merge 2, no fixed output (the same defaults in several public ports of the ckpt-side
+    # processor): high confidence. KV: MLA's latent (kv_lora_rank + qk_rope_head_dim a token a
+    # layer), as vLLM caches it.
+    "moonshotai/Kimi-K2.5": BuiltinModel(
+        config={
+            "architectures": ["KimiK25ForConditionalGeneration"],
+            "model_type": "kimi_k25",
+            "torch_dtype": "bfloat16",
+            "text_config": _text_tower("deepseek_v3", 7168, 61, 64, 64, 262144)
+            | {"kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64},
+            "vision_config": {
+                "model_type": "kimi_k25_vision",
+                "patch_size": 14,
+                "merge_kernel_size": [2, 2],
+            },
+        },
+        preprocessor={
+            "media_proc_cfg": {
+                "in_patch_limit": 16384,
+                "patch_size": 14,
+                "merge_kernel_size": 2,
+                "fixed_output_tokens": None,
+                "patch_limit_on_one_side": 512,
+            },
+        },
+    ),
+    # Kimi-VL-A3B-Instruct (KimiVLForConditionalGeneration): a Moonlight (DeepSeek-V3-shaped)
+    # text_config, 2048 wide, 27 layers, 16 heads, 16 KV heads (MLA: kv_lora_rank 512, rope 64),
+    # 131,072 positions; MoonViT, 14 px patches merged 2 x 2 (public bring-up and KV-sizing tests
+    # built from the checkpoint's config, which agree): medium-high confidence. Image processor:
+    # 4,096 patches, padded input (the real processor config of a Kimi-VL-A3B-Instruct fine-tune,
+    # quoted in a public test): medium confidence. KV: MLA's latent, as vLLM caches it.
+    # Thinking-2506's 16,384-patch processor file was not found in a
+    # public copy, so it has no built-in.
+    "moonshotai/Kimi-VL-A3B-Instruct": BuiltinModel(
+        config={
+            "architectures": ["KimiVLForConditionalGeneration"],
+            "model_type": "kimi_vl",
+            "torch_dtype": "bfloat16",
+            "text_config": _text_tower("deepseek_v3", 2048, 27, 16, 16, 131072)
+            | {"kv_lora_rank": 512, "q_lora_rank": None, "qk_rope_head_dim": 64},
+            "vision_config": {
+                "model_type": "moonvit",
+                "patch_size": 14,
+                "merge_kernel_size": [2, 2],
+            },
+        },
+        preprocessor={
+            "image_processor_type": "KimiVLImageProcessor",
+            "in_token_limit": 4096,
+            "merge_kernel_size": [2, 2],
+            "pad_input": True,
+            "patch_size": 14,
+        },
+    ),
+    # --- OCR models -------------------------------------------------------------------------
+    # GLM-OCR (GlmOcrForConditionalGeneration, vLLM's Glm4vProcessingInfo): text_config 1536
+    # wide, 16 layers, 16 heads, 8 KV heads of head_dim 128, 131,072 positions, bfloat16;
+    # vision patch 14, merge 2, temporal 2, out_hidden_size 1536. Source: the repository's
+    # config.json as fetched (curl of zai-org/GLM-OCR) in two independent public transcripts
+    # (one of a 4-bit re-quantisation, same text_config): high confidence. Processor: GLM-4.1V's
+    # bounds (12,544 to 9,633,792 px), as a public GLM-OCR port states them ("min 12544, max
+    # 9633792"): medium confidence.
+    "zai-org/GLM-OCR": BuiltinModel(
+        config={
+            "architectures": ["GlmOcrForConditionalGeneration"],
+            "model_type": "glm_ocr",
+            "text_config": _text_tower("glm_ocr_text", 1536, 16, 16, 8, 131072)
+            | {"head_dim": 128, "dtype": "bfloat16"},
+            "vision_config": _glm4v_vision("glm_ocr_vision", 1536),
+        },
+        preprocessor=_GLM4V_PREPROCESSOR,
+    ),
+    # PaddleOCR-VL: the checkpoint's flat config (the ERNIE-4.5-0.3B text values at the top:
+    # 1024 wide, 18 layers, 16 heads, 2 KV heads of head_dim 128, 131,072 positions), a
+    # SigLIP-style vision_config of 14 px patches merged 2 x 2. Source: a public parser test's
+    # subset of the PaddleOCR-VL config and transformers' PaddleOCRTextConfig defaults, which
+    # agree: high confidence. preprocessor_config.json: 147,384 to 2,822,400 px, patch 14,
+    # merge 2 (the file as quoted in a public deployment review; the same values, with temporal
+    # patch 1, as an SDK's documented processor defaults): high confidence.
+    "PaddlePaddle/PaddleOCR-VL": BuiltinModel(
+        config={
+            "architectures": ["PaddleOCRVLForConditionalGeneration"],
+            "model_type": "paddleocr_vl",
+            "torch_dtype": "bfloat16",
+            **_text_tower("paddleocr_vl", 1024, 18, 16, 2, 131072),
+            "head_dim": 128,
+            "vision_config": {
+                "model_type": "paddleocr_vl_vision",
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+            },
+        },
+        preprocessor={
+            "image_processor_type": "PaddleOCRVLImageProcessor",
+            "min_pixels": 147384,
+            "max_pixels": 2822400,
+            "patch_size": 14,
+            "merge_size": 2,
+            "temporal_patch_size": 1,
+        },
+    ),
+    # DeepSeek-OCR (DeepseekOCRForCausalLM, model_type deepseek_vl_v2): language_config is a
+    # DeepSeek-V2 MoE tower without MLA, 1280 wide, 12 layers, 10 heads, 10 KV heads, 8,192
+    # positions (the repository's config.json "transcribed from the live repo" in a public
+    # loader test): high confidence. The image arithmetic is vLLM's module constants, none
+    # of it read from the files. processor_config.json: DeepseekVLV2Processor's 16 px patches,
+    # downsample 4, one 1,024 px candidate resolution, as a public deployment review quotes
+    # DeepSeek-OCR-2's file (the sidecar reads none of it for this family).
+    "deepseek-ai/DeepSeek-OCR": BuiltinModel(
+        config={
+            "architectures": ["DeepseekOCRForCausalLM"],
+            "model_type": "deepseek_vl_v2",
+            "torch_dtype": "bfloat16",
+            "candidate_resolutions": [[1024, 1024]],
+            "language_config": _text_tower("deepseek_v2", 1280, 12, 10, 10, 8192)
+            | {"kv_lora_rank": None, "q_lora_rank": None, "use_mla": False},
+            "vision_config": {"model_type": "vision", "image_size": 1024},
+        },
+        preprocessor={
+            "processor_class": "DeepseekVLV2Processor",
+            "candidate_resolutions": [[1024, 1024]],
+            "downsample_ratio": 4,
+            "patch_size": 16,
+        },
+    ),
+    # LightOnOCR-1B-1025 (LightOnOCRForConditionalGeneration; its config.json says model_type
+    # mistral3): a Pixtral tower at 1,540 px, patch 14, spatial_merge_size 2, in front of a
+    # Qwen3-0.6B-shaped decoder (1024 wide, 28 layers, 16 heads, 8 KV heads of head_dim 128,
+    # 40,960 positions). Source: transformers' LightOnOcrConfig sub-config defaults (the
+    # checkpoint's values as the port transcribed them) for both towers: medium confidence.
+    "lightonai/LightOnOCR-1B-1025": BuiltinModel(
+        config={
+            "architectures": ["LightOnOCRForConditionalGeneration"],
+            "model_type": "mistral3",
+            "spatial_merge_size": 2,
+            "torch_dtype": "bfloat16",
+            "text_config": _text_tower("qwen3", 1024, 28, 16, 8, 40960) | {"head_dim": 128},
+            "vision_config": {"model_type": "pixtral", "image_size": 1540, "patch_size": 14},
+        },
+        preprocessor=_pixtral_preprocessor(14, 1540, spatial_merge_size=2),
+    ),
+    # --- Other served families -----------------------------------------------------------------
+    # Ovis2.5-9B (Ovis2_5): vit_config patch 16, hidden_stride 2, temporal 1 and an llm_config
+    # of Qwen3 (head_dim 128, 40,960 positions, bfloat16), as transformers' Ovis 2.5 conversion
+    # test builds the released checkpoints' source config; the 9B's tower is Qwen3-8B (36
+    # layers, 4096 wide, 32 heads, 8 KV heads: the Qwen3-8B config.json as a public model
+    # survey transcribes it). The image bounds are the processor's own constants (448² to
+    # 1,792² px, the same test's 9B max_pixels). Medium-high confidence.
+    "AIDC-AI/Ovis2.5-9B": BuiltinModel(
+        config={
+            "architectures": ["Ovis2_5"],
+            "model_type": "ovis2_5",
+            "torch_dtype": "bfloat16",
+            "vit_config": {"patch_size": 16, "hidden_stride": 2, "temporal_patch_size": 1},
+            "llm_config": _text_tower("qwen3", 4096, 36, 32, 8, 40960)
+            | {"head_dim": 128, "torch_dtype": "bfloat16"},
+        },
+        preprocessor={"image_processor_type": "SiglipImageProcessor"},
+    ),
+    # Phi-4-multimodal-instruct (Phi4MMForCausalLM): a flat Phi-4-mini config, 3072 wide, 32
+    # layers, 24 heads, 8 KV heads (head_dim 128), 131,072 positions (LongRoPE from 4,096),
+    # bfloat16; SigLIP at 448 px crops (embd_layer.image_embd_layer.crop_size). Source: public
+    # copies of the checkpoint's config.json (one cut to 2 layers, "original: 32") and parser
+    # tests that agree: high confidence. preprocessor_config.json's dynamic_hd 36: Microsoft's
+    # fine-tuning sample writes the checkpoint's file with it: high confidence.
+    "microsoft/Phi-4-multimodal-instruct": BuiltinModel(
+        config={
+            "architectures": ["Phi4MMForCausalLM"],
+            "model_type": "phi4mm",
+            "torch_dtype": "bfloat16",
+            **_text_tower("phi4mm", 3072, 32, 24, 8, 131072),
+            "original_max_position_embeddings": 4096,
+            "partial_rotary_factor": 0.75,
+            "img_processor": None,
+            "embd_layer": {
+                "embedding_cls": "image_audio",
+                "image_embd_layer": {"crop_size": 448, "use_hd_transform": True},
+            },
+        },
+        preprocessor={"image_processor_type": "Phi4MMImageProcessor", "dynamic_hd": 36},
+    ),
+    # MiniCPM-V-4.6 (MiniCPMV4_6ForConditionalGeneration): a Qwen3.5 text_config, 1024 wide, 24
+    # layers (every 4th full attention: 8 heads, 2 KV heads of head_dim 256; the others Gated
+    # DeltaNet with 16 key and 16 value heads of 128, conv 4), 262,144 positions: the real
+    # text_config subset of a public 4-bit conversion, as a parser test quotes it (high
+    # confidence). No mamba_ssm_dtype: vLLM applies that key to Qwen3.5's own architectures
+    # only, so this model's state is in the model dtype. Image processor: transformers'
+    # MiniCPMV4_6ImageProcessor class defaults (9 slices of 448 px, patch 14, 16x); the
+    # checkpoint's own preprocessor_config.json was not read: medium confidence.
+    "openbmb/MiniCPM-V-4.6": BuiltinModel(
+        config={
+            "architectures": ["MiniCPMV4_6ForConditionalGeneration"],
+            "model_type": "minicpmv4_6",
+            "torch_dtype": "bfloat16",
+            "insert_layer_id": 6,
+            "text_config": _text_tower("qwen3_5_text", 1024, 24, 8, 2, 262144)
+            | {
+                "head_dim": 256,
+                "full_attention_interval": 4,
+                "linear_conv_kernel_dim": 4,
+                "linear_key_head_dim": 128,
+                "linear_num_key_heads": 16,
+                "linear_num_value_heads": 16,
+                "linear_value_head_dim": 128,
+            },
+            "vision_config": {
+                "model_type": "minicpmv4_6_vision",
+                "image_size": 980,
+                "patch_size": 14,
+            },
+        },
+        preprocessor={
+            "image_processor_type": "MiniCPMV4_6ImageProcessor",
+            "max_slice_nums": 9,
+            "scale_resolution": 448,
+            "patch_size": 14,
+            "slice_mode": True,
+            "downsample_mode": "16x",
+            "use_image_id": True,
+        },
+    ),
 }

@@ -62,7 +62,7 @@ def test_the_synthetic_traffic_follows_the_buckets(monkeypatch: pytest.MonkeyPat
     assert [len(r.cost.images) for r in records if r.cost] == [1, 1, 2, 3]  # 4 trimmed to 3
     cost = records[0].cost
     assert cost is not None
-    assert (text.text_tokens, cost.output_tokens) == (100, 500)
+    assert (cost.text_tokens, cost.output_tokens) == (100, 500)
     assert records[0].held_seconds == 0.5
     assert notes[0].startswith("ESTIMATE")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sidecar.body.refs import ImageSource
+from sidecar.body.refs import MediaSource
 from sidecar.errors import InvalidRequestError
 
 _BOUNDARY = re.compile(r'boundary="?([^";]+)"?', re.IGNORECASE)
@@ -27,7 +27,7 @@ class AudioForm:
     prompt: str
     max_completion_tokens: int | None
     stream: bool
-    source: ImageSource  # the file is always sent inline
+    source: MediaSource  # the file is always sent inline
 
 
 def read_audio_form(body: bytes, content_type: str | None) -> AudioForm:
@@ -55,7 +55,7 @@ def read_audio_form(body: bytes, content_type: str | None) -> AudioForm:
         prompt=_text(fields, "prompt") or "",
         max_completion_tokens=_count(fields, "max_completion_tokens"),
         stream=(_text(fields, "stream") or "").strip().lower() == "true",
-        source=ImageSource.DATA,
+        source=MediaSource.DATA,
     )
 
 

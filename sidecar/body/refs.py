@@ -49,8 +49,8 @@ _MARKS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 NULL_CONTENT_ROLES = frozenset({"assistant", "function"})
 
 
-class ImageSource(StrEnum):
-    """Where an image or media item comes from."""
+class MediaSource(StrEnum):
+    """Where a media item (an image, video, audio clip or embeddings) comes from."""
 
     DATA = "data"  # inline base64: a data URI, or an Anthropic / input_audio base64 value
     URL = "url"  # fetched by vLLM; any scheme, kept as sent for the caller to judge
@@ -62,7 +62,7 @@ class ImageRef:
     """One image of the request; spans are byte offsets ``[start, end)`` in the body as sent."""
 
     index: int
-    source: ImageSource
+    source: MediaSource
     url: str | None = None
     uri_span: tuple[int, int] | None = None  # the JSON string value, without its quotes
     payload_span: tuple[int, int] | None = None  # the base64 payload (after the comma)
@@ -95,7 +95,7 @@ class MediaItem:
 
     kind: MediaKind
     index: int
-    source: ImageSource
+    source: MediaSource
     url: str | None = None
     uri_span: tuple[int, int] | None = None
     payload_span: tuple[int, int] | None = None
@@ -443,7 +443,7 @@ class RefFinder:
             if isinstance(part.get(key), str) or part.get(key) is None:
                 self._add("embeds", part, key, uuid, param=kind, bare=True)
             else:
-                self._record("embeds", ImageSource.DATA, uuid=uuid)
+                self._record("embeds", MediaSource.DATA, uuid=uuid)
         elif kind == "input_audio":
             if not isinstance(value, dict):
                 raise InvalidRequestError("'input_audio' must be an object", param=kind)
@@ -480,7 +480,7 @@ class RefFinder:
         """Record the item whose URL, data URI or bare base64 is ``holder[key]``."""
         value = holder.get(key)
         if value is None and uuid is not None:
-            self._record(modality, ImageSource.CACHED, uuid=uuid)
+            self._record(modality, MediaSource.CACHED, uuid=uuid)
             return
         if not isinstance(value, str):
             raise InvalidRequestError(
@@ -488,7 +488,7 @@ class RefFinder:
             )
         lift = self._lift_of(value)
         if not bare and lift is None and value[:5].lower() != "data:":
-            self._record(modality, ImageSource.URL, uuid=uuid, url=value)
+            self._record(modality, MediaSource.URL, uuid=uuid, url=value)
             return
         span = None if lift is None else (lift.start, lift.end)
         # None: the payload is sliced from the body when asked, never copied
@@ -515,7 +515,7 @@ class RefFinder:
         if modality == "image":
             fields["bare_base64"] = bare
             fields["payload_copy"] = payload
-        self._record(modality, ImageSource.DATA, **fields)
+        self._record(modality, MediaSource.DATA, **fields)
 
     def _data_uri(
         self, text: bytes | None, lift: Lift | None
@@ -530,7 +530,7 @@ class RefFinder:
         spec = self._body[lift.start : comma] if comma >= 0 else b""
         return spec.decode("utf-8", "replace"), comma >= 0, None, span
 
-    def _record(self, modality: str, source: ImageSource, **fields: Any) -> None:
+    def _record(self, modality: str, source: MediaSource, **fields: Any) -> None:
         if modality == "image":
             self.images.append(ImageRef(len(self.images), source, **fields))
         else:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import orjson
 
-from sidecar.body.refs import ImageRef, ImageSource, MediaItem, SequenceRef
+from sidecar.body.refs import ImageRef, MediaItem, MediaSource, SequenceRef
 from sidecar.body.request_body import RequestBody
 from sidecar.cost.assembly import (
     PricingPolicy,
@@ -122,7 +122,7 @@ class Pricer:
         fetches = {
             ref.index: asyncio.create_task(self._probe_url(ref, total))
             for ref in parsed.images
-            if ref.source is ImageSource.URL and self.policy.reads_size_from(ref.source.value)
+            if ref.source is MediaSource.URL and self.policy.reads_size_from(ref.source.value)
         }
         videos_in = [item for item in parsed.media if item.kind == "video"]
         reads = {
@@ -227,9 +227,9 @@ class Pricer:
         """The image by its size: through ``vision``, or, with ``engine``, at its bound
         until ``_engine_priced`` asks vLLM."""
         header: ImageHeader | None = None
-        if ref.source is ImageSource.DATA:
+        if ref.source is MediaSource.DATA:
             header = self._probe_inline(ref, body, total)
-        elif ref.source is ImageSource.URL:
+        elif ref.source is MediaSource.URL:
             if self.policy.refuses_image_from(ref.source.value):
                 raise RemoteImageRefusedError(
                     f"image {ref.index + 1} of {total} is a URL; this server accepts inline "
@@ -275,7 +275,7 @@ class Pricer:
         if rule is None:
             return False
         probing = self.policy.remote_images is RemoteImages.PROBE and self.remote is not None
-        return item.source is ImageSource.DATA or (item.source is ImageSource.URL and probing)
+        return item.source is MediaSource.DATA or (item.source is MediaSource.URL and probing)
 
     async def _read_video(
         self, item: MediaItem, body: bytes, number: int, total: int
@@ -284,7 +284,7 @@ class Pricer:
         when a prefix cannot give it; VideoError for what is not a readable video."""
         max_pixels = self.policy.max_decode_pixels
         try:
-            if item.source is ImageSource.DATA:
+            if item.source is MediaSource.DATA:
                 media_type, payload = split_data_uri(_video_data_uri(item, body))
                 if media_type.strip().lower() == "video/jpeg":
                     raise VideoPrefixUnreadable("a video/jpeg frame list carries no timing")
@@ -386,6 +386,6 @@ def _prompt_parts(sequence: SequenceRef, text_tokens: int, generate_shape: bool)
 def _unread_reason(item: MediaItem, no_rule: bool) -> str:
     if no_rule:
         return "the model family has no video rule"
-    if item.source is ImageSource.CACHED:
+    if item.source is MediaSource.CACHED:
         return "a cached item (uuid) of unknown size"
     return "a URL, not probed (SIDECAR_REMOTE_IMAGES is not probe)"

@@ -44,7 +44,7 @@ ERROR_TOKEN_BUCKETS = tuple(
 )
 
 IMAGE_FORMATS = ("jpeg", "png", "webp", "gif", "bmp", "tiff", "avif", "other", "unknown")
-IMAGE_SOURCES = ("data", "url", "cached")
+MEDIA_SOURCES = ("data", "url", "cached")
 # Container families by FFmpeg demuxer; "unknown": never read, priced at the allowance.
 VIDEO_FORMATS = ("mp4", "matroska", "avi", "mpegts", "other", "unknown")
 _VIDEO_DEMUXERS = {

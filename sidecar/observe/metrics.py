@@ -30,9 +30,9 @@ from sidecar.observe.labels import (
     BUDGET_NAMES,
     ERROR_TOKEN_BUCKETS,
     IMAGE_FORMATS,
-    IMAGE_SOURCES,
     IMAGES_BUCKETS,
     KV_BYTES_BUCKETS,
+    MEDIA_SOURCES,
     OVERHEAD_SECONDS_BUCKETS,
     PIXEL_BUCKETS,
     PREFIX,
@@ -433,12 +433,12 @@ class Metrics:
         self._images = {
             (image_format, source): self.images.labels(model, image_format, source)
             for image_format in IMAGE_FORMATS
-            for source in IMAGE_SOURCES
+            for source in MEDIA_SOURCES
         }
         self._videos = {
             (video_format, source): self.videos.labels(model, video_format, source)
             for video_format in VIDEO_FORMATS
-            for source in IMAGE_SOURCES
+            for source in MEDIA_SOURCES
         }
         self._uninspected = {
             (kind, action): self.uninspected_requests.labels(model, kind, action)

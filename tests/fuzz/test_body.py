@@ -26,7 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sidecar.body import request_body
-from sidecar.body.refs import ImageSource
+from sidecar.body.refs import MediaSource
 from sidecar.body.request_body import (
     MAX_INT64,
     BodyPolicy,
@@ -62,7 +62,7 @@ def summary(parsed: RequestBody, raw: bytes) -> tuple[Any, ...]:
             ref.media_type,
             ref.uuid,
             ref.bare_base64,
-            bytes(ref.payload(raw)) if ref.source is ImageSource.DATA else None,
+            bytes(ref.payload(raw)) if ref.source is MediaSource.DATA else None,
         )
         for ref in parsed.images
     ]

@@ -6,7 +6,7 @@ import aiohttp
 import pytest
 
 from sidecar.body.multipart import MAX_FIELD_BYTES, read_audio_form
-from sidecar.body.refs import ImageSource
+from sidecar.body.refs import MediaSource
 from sidecar.errors import InvalidRequestError
 
 AUDIO = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(range(256)) * 8
@@ -42,7 +42,7 @@ async def test_read_audio_form_reads_the_priced_fields_and_never_the_file() -> N
     assert (form.model, form.prompt, form.max_completion_tokens, form.stream) == (
         "whisper", "names: Zoë", 64, True,
     )  # fmt: skip
-    assert form.source is ImageSource.DATA
+    assert form.source is MediaSource.DATA
 
 
 async def test_read_audio_form_defaults_what_is_not_sent() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.body.refs import ImageSource
+from sidecar.body.refs import MediaSource
 from sidecar.errors import InvalidRequestError
 from sidecar.routes import Route, Work
 from tests.support.bodies import IMAGE, URI, parse, user
@@ -41,7 +41,7 @@ def test_pool_shapes_pooling_plugin_data_cannot_be_priced() -> None:
 
 def test_pool_shapes_cohere_embed_images_are_images() -> None:
     body = parse(Route.COHERE_EMBED, images=[URI, "https://example.com/a.png"])
-    assert [ref.source for ref in body.images] == [ImageSource.DATA, ImageSource.URL]
+    assert [ref.source for ref in body.images] == [MediaSource.DATA, MediaSource.URL]
     assert len(body.sequences) == 2
     inputs = parse(Route.COHERE_EMBED, inputs=[{"content": [{"type": "text", "text": "x"}, IMAGE]}])
     assert len(inputs.images) == 1
@@ -94,7 +94,7 @@ def test_pool_shapes_generate_counts_token_ids_and_fetched_media() -> None:
         content_parts=[{"type": "image_url", "url": "https://example.com/x.png"}],
     )
     assert body.sequences[0].token_ids == 50
-    assert body.images[0].source is ImageSource.URL
+    assert body.images[0].source is MediaSource.URL
     assert (body.max_output_tokens, body.n) == (8, 2)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from sidecar.body.refs import SUPPORTED_PART_TYPES, ImageRef, ImageSource
+from sidecar.body.refs import SUPPORTED_PART_TYPES, ImageRef, MediaSource
 from sidecar.body.request_body import RequestBody, parse_request_body
 from sidecar.errors import InvalidRequestError
 from sidecar.routes import Route
@@ -17,7 +17,7 @@ from sidecar.text.messages_input import from_messages_body
 PAYLOAD = base64.b64encode(bytes(range(256)) * 3).decode()  # holds "+" and "/"
 DATA_URI = f"data:image/png;base64,{PAYLOAD}"
 URL = "https://example.com/cat.jpg"
-DATA, LINK, CACHED = ImageSource.DATA, ImageSource.URL, ImageSource.CACHED
+DATA, LINK, CACHED = MediaSource.DATA, MediaSource.URL, MediaSource.CACHED
 
 
 def raw_chat(*parts: Any, **fields: Any) -> bytes:

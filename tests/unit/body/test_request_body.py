@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sidecar.body import request_body
-from sidecar.body.refs import ImageSource
+from sidecar.body.refs import MediaSource
 from sidecar.body.request_body import (
     COMPLETIONS_DEFAULT_MAX_TOKENS,
     BodyPolicy,
@@ -261,7 +261,7 @@ def test_parse_request_body_reads_anthropic_base64_when_it_carries_escaped_slash
     body = body_of(messages=[message]).replace(b"/", b"\\/")
     ref = parse_request_body(body, Route.MESSAGES).images[0]
     assert (ref.source, ref.bare_base64, bytes(ref.payload(body))) == (
-        ImageSource.DATA,
+        MediaSource.DATA,
         True,
         PAYLOAD.encode(),
     )
@@ -315,7 +315,7 @@ def test_parse_request_body_falls_back_to_a_full_parse_when_lifting_breaks_the_j
 ) -> None:
     monkeypatch.setattr(request_body, "lift_strings", lambda body, limit: (b"{", {}))
     result = parse_request_body(image_chat(DATA_URI), Route.CHAT)
-    assert (result.images[0].source, result.images[0].uri_span) == (ImageSource.DATA, None)
+    assert (result.images[0].source, result.images[0].uri_span) == (MediaSource.DATA, None)
 
 
 def test_parse_request_body_stops_lifting_when_candidates_exceed_the_cap() -> None:
@@ -348,7 +348,7 @@ def test_parse_request_body_keeps_a_uuid_that_starts_like_a_data_uri() -> None:
     part = {"type": "image_url", "image_url": None, "uuid": "data:cat"}
     body = orjson.dumps({"messages": [{"role": "user", "content": [part]}]})
     (ref,) = parse_request_body(body, Route.CHAT).images
-    assert (ref.source, ref.uuid) == (ImageSource.CACHED, "data:cat")
+    assert (ref.source, ref.uuid) == (MediaSource.CACHED, "data:cat")
 
 
 @pytest.mark.parametrize(
@@ -453,7 +453,7 @@ def test_parse_request_body_counts_images_like_a_full_parse_when_chat_bodies_are
         body = body.replace(b"/", b"\\/")
     result = parse_request_body(body, Route.CHAT)
     assert len(result.images) == naive_image_count(body)
-    inline = [ref for ref in result.images if ref.source is ImageSource.DATA]
+    inline = [ref for ref in result.images if ref.source is MediaSource.DATA]
     assert all(bytes(ref.payload(body)) == PAYLOAD.encode() for ref in inline)
     assert result.skeleton["metadata"] == orjson.loads(body)["metadata"]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.body.refs import ImageSource
+from sidecar.body.refs import MediaSource
 from sidecar.errors import InvalidRequestError
 from sidecar.routes import Route, Work
 from tests.support.bodies import IMAGE, URI, URL_IMAGE, parse, user
@@ -17,7 +17,7 @@ def test_shapes_chat_is_one_sequence_with_its_images_and_n() -> None:
     (sequence,) = body.sequences
     assert sequence.images == (0, 1)
     assert sequence.messages == 1
-    assert [ref.source for ref in body.images] == [ImageSource.DATA, ImageSource.URL]
+    assert [ref.source for ref in body.images] == [MediaSource.DATA, MediaSource.URL]
     assert (body.n, body.max_output_tokens, body.work) == (3, 7, Work.GENERATE)
 
 

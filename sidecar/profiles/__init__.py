@@ -54,6 +54,8 @@ from sidecar.vision.lfm2_vl import Lfm2VlRule
 from sidecar.vision.llama4 import Llama4Rule
 from sidecar.vision.minicpmv4_6 import PROCESSOR_KNOBS as MINICPMV4_6_KNOBS
 from sidecar.vision.minicpmv4_6 import MiniCPMV4_6Rule
+from sidecar.vision.molmo2 import PROCESSOR_KNOBS as MOLMO2_KNOBS
+from sidecar.vision.molmo2 import Molmo2Rule
 from sidecar.vision.moonvit import PROCESSOR_KNOBS as KIMI_K25_KNOBS
 from sidecar.vision.moonvit import KimiK25Rule, KimiVLRule
 from sidecar.vision.nemotron_vl import PROCESSOR_KNOBS as NEMOTRON_VL_KNOBS
@@ -139,6 +141,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "lfm2_vl": Lfm2VlRule.from_configs,
     "keye": KeyeRule.from_configs,
     "phi4mm": Phi4MMRule.from_configs,
+    "molmo2": Molmo2Rule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -160,6 +163,7 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "kimi_k25": KIMI_K25_KNOBS,  # priced as vLLM prices them: ignored
     "lfm2_vl": LFM2_VL_KNOBS,
     "phi4mm": PHI4MM_KNOBS,
+    "molmo2": MOLMO2_KNOBS,
 }
 
 
@@ -181,8 +185,8 @@ KNOBS_ONLY = frozenset(
 # Families whose vLLM processor reads a knob under images_kwargs before the top level's.
 SCOPED_FIRST = frozenset({"minicpmv4_6", "minicpmv4_7"})
 # Families whose vLLM count reads their knobs at the top level of the kwargs only (for
-# Phi-4-multimodal: the remote image processor's attribute, set at load from those).
-TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm"})
+# Phi-4-multimodal and Molmo 2: the processor's attributes, set at load from those).
+TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm", "molmo2"})
 
 
 @dataclass(frozen=True, slots=True)

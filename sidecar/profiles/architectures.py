@@ -625,6 +625,18 @@ _TABLE: tuple[Architecture, ...] = (
         "and for a large image 2..10 tiles of 512 px (256 tokens and a row/col token each)",
         proof=BY_NEW_FAMILIES,
     ),
+    # --- Molmo 2 ---------------------------------------------------------------------------------
+    _rule(
+        "Molmo2ForConditionalGeneration",
+        "molmo2",
+        "molmo2",
+        "molmo2",
+        note="get_image_replacement_molmo2: a 378 px low-res view + 1..max_crops (8) crops "
+        "overlapping by 4+4 patches, pooled 2x2, a column token per row and each view framed "
+        "(424..1,414 tokens); max_crops, overlap_margins, pooling_size and the column-token "
+        "switches honoured at the top level; videos per item",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- Phi-4-multimodal ------------------------------------------------------------------------
     _rule(
         "Phi4MMForCausalLM",
@@ -710,12 +722,6 @@ _TABLE: tuple[Architecture, ...] = (
         "image_processing_minicpmv.py, not available here to prove a rule against",
     ),
     _engine("MolmoForCausalLM", "molmo", "crops and pooling in vLLM's own code; no rule yet"),
-    _engine(
-        "Molmo2ForConditionalGeneration",
-        "molmo2",
-        "Molmo2ProcessingInfo.get_num_image_tokens over transformers' Molmo2 processor: "
-        "no rule yet",
-    ),
     _engine("Moondream3ForCausalLM", "moondream3"),
     _engine("HfMoondream", "moondream3"),
     _engine("MuseGlimmerForConditionalGeneration", "muse_glimmer"),

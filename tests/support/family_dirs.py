@@ -2090,3 +2090,104 @@ def write_aria_dir(directory: Path) -> Path:
         {"processor_class": "AriaProcessor", "size_conversion": {"490": 128, "980": 256}},
     )
     return directory
+
+
+# -- Molmo 2 --------------------------------------------------------------------------------
+
+MOLMO2_SPECIAL = (
+    "<|endoftext|>", "<im_start>", "<im_end>", "<im_patch>", "<im_col>", "<low_res_im_start>",
+    "<|image|>", "<im_low>", "<frame_start>", "<frame_end>", "<|video|>",
+)  # fmt: skip
+MOLMO2_PROMPT = "hello <|image|> describe"
+# allenai/Molmo2-4B's preprocessor_config.json, as a public copy of the checkpoint holds it
+# (transformers' Molmo2ImageProcessor defaults are the same values): 378 px crops of 14 px
+# patches, pooled 2 x 2, at most 8 crops overlapping by 4 patches a side.
+MOLMO2_IMAGE_PROCESSOR = {
+    "image_processor_type": "Molmo2ImageProcessor",
+    "processor_class": "Molmo2Processor",
+    "do_convert_rgb": True,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "max_crops": 8,
+    "overlap_margins": [4, 4],
+    "patch_size": 14,
+    "pooling_size": [2, 2],
+    "resample": 2,
+    "size": {"height": 378, "width": 378},
+}
+
+
+def write_molmo2_dir(
+    directory: Path, *, processor: Mapping[str, Any] | None = None, **image_processor: Any
+) -> Path:
+    """allenai/Molmo2-4B's config.json (the 8B's differs in its text tower only) with the
+    image markup's token ids moved into this tokenizer and the towers shrunk; ``image_processor``
+    values over the shipped ones, ``processor`` values (column tokens, start token) in
+    processor_config.json."""
+    vocab = write_tokenizer(
+        directory,
+        MOLMO2_SPECIAL,
+        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>"},
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Molmo2ForConditionalGeneration"],
+            "model_type": "molmo2",
+            "torch_dtype": "bfloat16",
+            "image_start_token_id": vocab["<im_start>"],
+            "image_end_token_id": vocab["<im_end>"],
+            "image_patch_id": vocab["<im_patch>"],
+            "image_high_res_id": vocab["<im_patch>"],
+            "image_col_id": vocab["<im_col>"],
+            "low_res_image_start_token_id": vocab["<low_res_im_start>"],
+            "image_low_res_id": vocab["<im_low>"],
+            "frame_start_token_id": vocab["<frame_start>"],
+            "frame_end_token_id": vocab["<frame_end>"],
+            "use_frame_special_tokens": False,
+            "vit_config": {
+                "model_type": "molmo2",
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 3,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 2,
+                "head_dim": 16,
+                "image_default_input_size": [378, 378],
+                "image_num_pos": 729,
+                "image_patch_size": 14,
+            },
+            "adapter_config": {
+                "model_type": "molmo2",
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 2,
+                "head_dim": 16,
+                "text_hidden_size": 64,
+                "vit_layers": [-1, -2],
+            },
+            "text_config": {
+                "model_type": "molmo2_text",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 32,
+                "vocab_size": len(vocab) + 16,
+                "additional_vocab_size": 128,
+                "max_position_embeddings": 36864,
+                "qk_norm_type": "qwen3",
+                "rope_theta": 5000000.0,
+            },
+        },
+    )
+    write_json(directory, "preprocessor_config.json", {**MOLMO2_IMAGE_PROCESSOR, **image_processor})
+    write_json(
+        directory,
+        "processor_config.json",
+        {"processor_class": "Molmo2Processor", **(processor or {})},
+    )
+    return directory

@@ -55,7 +55,7 @@ from sidecar.vision.llama4 import Llama4Rule
 from sidecar.vision.minicpmv4_6 import PROCESSOR_KNOBS as MINICPMV4_6_KNOBS
 from sidecar.vision.minicpmv4_6 import MiniCPMV4_6Rule
 from sidecar.vision.molmo2 import PROCESSOR_KNOBS as MOLMO2_KNOBS
-from sidecar.vision.molmo2 import Molmo2Rule
+from sidecar.vision.molmo2 import Molmo2Rule, MolmoRule
 from sidecar.vision.moonvit import PROCESSOR_KNOBS as KIMI_K25_KNOBS
 from sidecar.vision.moonvit import KimiK25Rule, KimiVLRule
 from sidecar.vision.nemotron_vl import PROCESSOR_KNOBS as NEMOTRON_VL_KNOBS
@@ -142,6 +142,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "keye": KeyeRule.from_configs,
     "phi4mm": Phi4MMRule.from_configs,
     "molmo2": Molmo2Rule.from_configs,
+    "molmo": MolmoRule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -168,8 +169,9 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg; and
-# Kimi-VL, Keye and Phi-4-multimodal, whose remote processor (not run here) receives every
-# kwarg: none is priced beyond the knobs vLLM's own count reads (Phi-4-multimodal's dynamic_hd).
+# Kimi-VL, Keye, Phi-4-multimodal and Molmo, whose remote processor (not run here) receives
+# every kwarg: none is priced beyond the knobs vLLM's own count reads (Phi-4-multimodal's
+# dynamic_hd).
 KNOBS_ONLY = frozenset(
     {
         "internvl_chat",
@@ -180,6 +182,7 @@ KNOBS_ONLY = frozenset(
         "kimi_vl",
         "keye",
         "phi4mm",
+        "molmo",
     }
 )
 # Families whose vLLM processor reads a knob under images_kwargs before the top level's.

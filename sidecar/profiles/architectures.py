@@ -625,6 +625,17 @@ _TABLE: tuple[Architecture, ...] = (
         "and for a large image 2..10 tiles of 512 px (256 tokens and a row/col token each)",
         proof=BY_NEW_FAMILIES,
     ),
+    # --- Molmo -----------------------------------------------------------------------------------
+    _rule(
+        "MolmoForCausalLM",
+        "molmo",
+        "molmo",
+        "molmo",
+        note="get_insertion_molmo: a 12x12 low-res view + 1..max_crops (12) crops of 336 px "
+        "overlapping by 4+4 patches, pooled 2x2, a column token per row and each view framed "
+        "(316 tokens for a small image); no kwargs priced (all reach the remote processor)",
+        proof=BY_COUNT_STANDIN,
+    ),
     # --- Molmo 2 ---------------------------------------------------------------------------------
     _rule(
         "Molmo2ForConditionalGeneration",
@@ -721,7 +732,6 @@ _TABLE: tuple[Architecture, ...] = (
         "2.6 / 4.0 / 4.5: vLLM leaves the grid and markup to the checkpoint's remote "
         "image_processing_minicpmv.py, not available here to prove a rule against",
     ),
-    _engine("MolmoForCausalLM", "molmo", "crops and pooling in vLLM's own code; no rule yet"),
     _engine("Moondream3ForCausalLM", "moondream3"),
     _engine("HfMoondream", "moondream3"),
     _engine("MuseGlimmerForConditionalGeneration", "muse_glimmer"),

@@ -31,6 +31,8 @@ the image processor read ``max_crops``, ``overlap_margins``, ``pooling_size``,
 (the start token's id only, not the count). Under ``images_kwargs`` they reach the processor's
 call but not vLLM's count; ``size`` and ``patch_size`` reach the call alone too (vLLM's
 assertion or the patching fails): neither is priced.
+
+Molmo (``MolmoRule``, below) tiles the same way with its own pooling and markup.
 """
 
 from __future__ import annotations
@@ -247,3 +249,135 @@ def _flag(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"Molmo 2 {name} must be true or false: {value!r}")
     return value
+
+
+# Molmo (allenai/Molmo-7B-D-0924 and its siblings): the remote image processor's values as
+# the checkpoint's users pass them, for a directory whose preprocessor_config.json leaves one
+# out; vLLM's molmo.py pools 2 x 2 whatever the checkpoint says.
+MOLMO_DEFAULTS: dict[str, Any] = {
+    "max_crops": 12,
+    "overlap_margins": [4, 4],
+    "base_image_input_size": [336, 336],
+    "image_patch_size": 14,
+    "image_token_length_w": 12,
+    "image_token_length_h": 12,
+}
+MOLMO_POOLING = 2
+
+
+@dataclass(frozen=True, slots=True)
+class MolmoRule(TiledDownscale):
+    """Molmo: ``2 + (token_w + 1) x token_h`` for the low-res view, then
+    ``2 + (cols // 2 + 1) x rows // 2`` (rounded up) over the crops' patches.
+
+    vLLM 0.33 inserts each image itself (``molmo.py``,
+    ``MolmoMultiModalProcessor._get_prompt_updates.get_insertion_molmo``, after the prompt's
+    leading ``<|endoftext|>``) from the remote image processor's attributes: the low-res view
+    is ``image_token_length_h`` rows of ``image_token_length_w`` patches and a column token
+    (12 x 13), framed; the crops are Molmo 2's ``select_tiling`` over the image less the
+    margins, each crop adding its window's patches (the first and last also their outer
+    margin, ``get_num_patches``, each part rounded up to whole 2 x 2 pools), pooled with a
+    column token a row, framed: 316 for a small image. Every kwarg reaches the remote
+    processor, which cannot be run here: none is priced.
+    """
+
+    family: str
+    crop_px: int
+    patch_px: int
+    max_crops: int
+    overlap_margins: tuple[int, int]
+    token_width: int
+    token_height: int
+    wrapper_tokens: int = 0  # vLLM inserts the markup; no placeholder is replaced
+
+    @classmethod
+    def from_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> MolmoRule:
+        """The remote image processor's attributes from preprocessor_config.json, with the
+        values the checkpoint's users pass where it leaves one out."""
+        del config
+        values = {
+            **MOLMO_DEFAULTS,
+            **{k: preprocessor[k] for k in MOLMO_DEFAULTS if k in preprocessor},
+        }
+        base = values["base_image_input_size"]
+        base_px = (base, base) if isinstance(base, int) else tuple(base)
+        if len(base_px) != 2:
+            raise ValueError(f"Molmo base_image_input_size must be a side or two: {base!r}")
+        crop_px = _positive("base_image_input_size", base_px[0])
+        patch_px = _positive("image_patch_size", values["image_patch_size"])
+        margins = _pair("overlap_margins", values["overlap_margins"], (4, 4), least=0)
+        if crop_px // patch_px <= sum(margins):
+            raise ValueError(
+                f"Molmo overlap_margins {list(margins)} leave no window in a crop of "
+                f"{crop_px // patch_px} patches"
+            )
+        return cls(
+            family,
+            crop_px=crop_px,
+            patch_px=patch_px,
+            max_crops=_positive("max_crops", values["max_crops"]),
+            overlap_margins=margins,
+            token_width=_positive("image_token_length_w", values["image_token_length_w"]),
+            token_height=_positive("image_token_length_h", values["image_token_length_h"]),
+        )
+
+    @property
+    def crop_patches(self) -> int:
+        return self.crop_px // self.patch_px
+
+    @property
+    def window_px(self) -> int:
+        return (self.crop_patches - sum(self.overlap_margins)) * self.patch_px
+
+    def tilings(self) -> list[Tiling]:
+        return candidate_tilings(self.max_crops)
+
+    def tiling(self, width_px: int, height_px: int) -> Tiling:
+        """(rows, columns) of crops for an image of this size."""
+        margin = sum(self.overlap_margins) * self.patch_px
+        return select_tiling(height_px - margin, width_px - margin, self.window_px, self.tilings())
+
+    def _patches(self, tiles: int) -> int:
+        """``get_num_patches``: the patches a row (or column) of ``tiles`` crops keeps."""
+
+        def pooled(patches: int) -> int:
+            return (patches + MOLMO_POOLING - 1) // MOLMO_POOLING * MOLMO_POOLING
+
+        if tiles == 1:
+            return pooled(self.crop_patches)
+        left, right = self.overlap_margins
+        window = self.crop_patches - left - right
+        return pooled(window + left) + (tiles - 2) * pooled(window) + pooled(window + right)
+
+    def _tiling_tokens(self, tiling: Tiling) -> int:
+        rows, columns = (self._patches(tiles) for tiles in tiling)
+        low_res = VIEW_FRAME_TOKENS + (self.token_width + 1) * self.token_height
+        pooled_rows = (rows + 1) // MOLMO_POOLING
+        pooled_columns = (columns + 1) // MOLMO_POOLING
+        return low_res + VIEW_FRAME_TOKENS + (pooled_columns + 1) * pooled_rows
+
+    def image_tokens(self, width_px: int, height_px: int) -> ImageTokens:
+        tokens = self._tiling_tokens(self.tiling(width_px, height_px))
+        return ImageTokens(tokens=tokens, wrapper_tokens=self.wrapper_tokens)
+
+    def max_image_tokens(self) -> ImageTokens:
+        most = max(self._tiling_tokens(tiling) for tiling in self.tilings())
+        return ImageTokens(tokens=most, wrapper_tokens=self.wrapper_tokens)
+
+    def downscale_candidates(self, width_px: int, height_px: int) -> list[Size]:
+        """The image fitted into each tiling's canvas, and each canvas itself."""
+        margin = sum(self.overlap_margins) * self.patch_px
+        candidates: list[Size] = []
+        for rows, columns in self.tilings():
+            box_w, box_h = columns * self.window_px + margin, rows * self.window_px + margin
+            candidates += [fit_inside(width_px, height_px, box_w, box_h), (box_w, box_h)]
+        return candidates
+
+    def describe(self) -> str:
+        return (
+            f"a {self.crop_px} px low-res view ({self.token_width}x{self.token_height}) + up to "
+            f"{self.max_crops} overlapping {self.crop_px} px crops, pooled 2x2; up to "
+            f"{self.max_image_tokens().tokens:,} tokens"
+        )

@@ -589,6 +589,29 @@ FAMILIES = (
         "molmo2-patch_size-16", family_dirs.write_molmo2_dir, "molmo2", family_dirs.MOLMO2_PROMPT,
         {"patch_size": 16}, trust_remote_code=False, refused_at_start="patch_size",
     ),
+    # Molmo: vLLM's own insertion, over a stand-in for the checkpoint's remote processor
+    # (tests.support.family_dirs: the crop attributes vLLM reads, one row per crop).
+    Family(
+        "molmo", family_dirs.write_molmo_dir, "prompt_update", family_dirs.MOLMO_PROMPT,
+        apply_sizes=(*APPLY_SIZES, *MOLMO2_TILED_SIZES), max_model_len=4096,
+    ),
+    Family(
+        "molmo-files-max_crops-20-margins-2-3",
+        lambda directory: family_dirs.write_molmo_dir(
+            directory, max_crops=20, overlap_margins=[2, 3]
+        ),
+        "prompt_update", family_dirs.MOLMO_PROMPT,
+        apply_sizes=(*VARIANT_APPLY_SIZES, *MOLMO2_TILED_SIZES), max_model_len=4096,
+    ),
+    Family(
+        "molmo-files-280px-10x8-tokens",
+        lambda directory: family_dirs.write_molmo_dir(
+            directory, base_image_input_size=[280, 280], image_token_length_w=10,
+            image_token_length_h=8,
+        ),
+        "prompt_update", family_dirs.MOLMO_PROMPT,
+        apply_sizes=(*VARIANT_APPLY_SIZES, *MOLMO2_TILED_SIZES), max_model_len=4096,
+    ),
     # Aria: 256 <|img|> per image, whatever the size (transformers' AriaProcessor).
     Family(
         "aria", family_dirs.write_aria_dir, "prompt_update", family_dirs.ARIA_PROMPT,

@@ -13,8 +13,8 @@ import pytest
 
 from sidecar.errors import ConfigurationError
 from sidecar.profiles import ProfileOverrides, load_profile
-from sidecar.vision.molmo2 import Molmo2Rule, candidate_tilings, select_tiling
-from tests.support.family_dirs import write_molmo2_dir
+from sidecar.vision.molmo2 import Molmo2Rule, MolmoRule, candidate_tilings, select_tiling
+from tests.support.family_dirs import write_molmo2_dir, write_molmo_dir
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +104,46 @@ def test_a_downscale_lands_within_the_budget(molmo_dir: Path) -> None:
     assert molmo.image_tokens(*size).tokens <= 600
     assert size[0] <= 4032
     assert size[1] <= 3024
+
+
+# -- Molmo ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def molmo1_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_molmo_dir(tmp_path_factory.mktemp("molmo"))
+
+
+def molmo1(directory: Path, **kwargs: Any) -> MolmoRule:
+    vision = load_profile(str(directory), ProfileOverrides(mm_processor_kwargs=kwargs)).vision.rule
+    assert isinstance(vision, MolmoRule)
+    return vision
+
+
+@pytest.mark.parametrize(
+    ("size", "tokens"),
+    [
+        ((1, 1), 316),  # one crop: 2 + 13 x 12 for each view
+        ((900, 3), 316),
+        ((640, 480), 740),
+        ((113, 400), 420),
+        ((4032, 3024), 1196),
+    ],
+)
+def test_molmo_counts_are_vllms(molmo1_dir: Path, size: tuple[int, int], tokens: int) -> None:
+    counted = molmo1(molmo1_dir).image_tokens(*size)
+    assert (counted.tokens, counted.wrapper_tokens) == (tokens, 0)
+    assert molmo1(molmo1_dir).max_image_tokens().tokens == 1460
+
+
+def test_molmo_reads_the_image_processor_file(tmp_path: Path) -> None:
+    directory = write_molmo_dir(tmp_path, max_crops=1)
+    assert molmo1(directory).image_tokens(4032, 3024).tokens == 316
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"max_crops": 4}, {"do_rescale": False}, {"max_pixels": 200704}]
+)
+def test_molmo_refuses_every_kwarg(molmo1_dir: Path, kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        molmo1(molmo1_dir, **kwargs)

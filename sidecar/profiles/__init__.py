@@ -57,6 +57,8 @@ from sidecar.vision.lfm2_vl import Lfm2VlRule
 from sidecar.vision.llama4 import Llama4Rule
 from sidecar.vision.minicpmv4_6 import PROCESSOR_KNOBS as MINICPMV4_6_KNOBS
 from sidecar.vision.minicpmv4_6 import MiniCPMV4_6Rule
+from sidecar.vision.molmo2 import PROCESSOR_KNOBS as MOLMO2_KNOBS
+from sidecar.vision.molmo2 import Molmo2Rule, MolmoRule
 from sidecar.vision.moonvit import PROCESSOR_KNOBS as KIMI_K25_KNOBS
 from sidecar.vision.moonvit import KimiK25Rule, KimiVLRule
 from sidecar.vision.nemotron_vl import PROCESSOR_KNOBS as NEMOTRON_VL_KNOBS
@@ -143,6 +145,8 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "keye": KeyeRule.from_configs,
     "phi4mm": Phi4MMRule.from_configs,
     "cohere2_vision": Cohere2VisionRule.from_configs,
+    "molmo2": Molmo2Rule.from_configs,
+    "molmo": MolmoRule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -166,12 +170,14 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "lfm2_vl": LFM2_VL_KNOBS,
     "phi4mm": PHI4MM_KNOBS,
     "cohere2_vision": COHERE2_VISION_KNOBS,
+    "molmo2": MOLMO2_KNOBS,
 }
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg; and
-# Kimi-VL, Keye and Phi-4-multimodal, whose remote processor (not run here) receives every
-# kwarg: none is priced beyond the knobs vLLM's own count reads (Phi-4-multimodal's dynamic_hd).
+# Kimi-VL, Keye, Phi-4-multimodal and Molmo, whose remote processor (not run here) receives
+# every kwarg: none is priced beyond the knobs vLLM's own count reads (Phi-4-multimodal's
+# dynamic_hd).
 KNOBS_ONLY = frozenset(
     {
         "internvl_chat",
@@ -182,6 +188,7 @@ KNOBS_ONLY = frozenset(
         "kimi_vl",
         "keye",
         "phi4mm",
+        "molmo",
     }
 )
 # Families whose vLLM processor reads a knob under images_kwargs before the top level's
@@ -191,9 +198,9 @@ SCOPED_FIRST = frozenset({"minicpmv4_6", "minicpmv4_7", "cosmos3_edge"})
 # takes neither: vLLM drops them at the top level and fails on them under images_kwargs).
 NO_PIXEL_BOUNDS = frozenset({"cosmos3_edge"})
 # Families whose vLLM count reads their knobs at the top level of the kwargs only (for
-# Phi-4-multimodal: the remote image processor's attribute, set at load from those; for
+# Phi-4-multimodal and Molmo 2: the processor's attributes, set at load from those; for
 # Cohere2Vision: get_number_of_image_patches over the merged kwargs' top level).
-TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm", "cohere2_vision"})
+TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm", "cohere2_vision", "molmo2"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -670,6 +670,29 @@ _TABLE: tuple[Architecture, ...] = (
         "KV: the conv layers hold a short-convolution state per sequence, not per-token KV",
         proof=BY_NEW_FAMILIES,
     ),
+    # --- Molmo -----------------------------------------------------------------------------------
+    _rule(
+        "MolmoForCausalLM",
+        "molmo",
+        "molmo",
+        "molmo",
+        note="get_insertion_molmo: a 12x12 low-res view + 1..max_crops (12) crops of 336 px "
+        "overlapping by 4+4 patches, pooled 2x2, a column token per row and each view framed "
+        "(316 tokens for a small image); no kwargs priced (all reach the remote processor)",
+        proof=BY_COUNT_STANDIN,
+    ),
+    # --- Molmo 2 ---------------------------------------------------------------------------------
+    _rule(
+        "Molmo2ForConditionalGeneration",
+        "molmo2",
+        "molmo2",
+        "molmo2",
+        note="get_image_replacement_molmo2: a 378 px low-res view + 1..max_crops (8) crops "
+        "overlapping by 4+4 patches, pooled 2x2, a column token per row and each view framed "
+        "(424..1,414 tokens); max_crops, overlap_margins, pooling_size and the column-token "
+        "switches honoured at the top level; videos per item",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- Phi-4-multimodal ------------------------------------------------------------------------
     _rule(
         "Phi4MMForCausalLM",
@@ -758,13 +781,6 @@ _TABLE: tuple[Architecture, ...] = (
         "minicpmv",
         "2.6 / 4.0 / 4.5: vLLM leaves the grid and markup to the checkpoint's remote "
         "image_processing_minicpmv.py, not available here to prove a rule against",
-    ),
-    _engine("MolmoForCausalLM", "molmo", "crops and pooling in vLLM's own code; no rule yet"),
-    _engine(
-        "Molmo2ForConditionalGeneration",
-        "molmo2",
-        "Molmo2ProcessingInfo.get_num_image_tokens over transformers' Molmo2 processor: "
-        "no rule yet",
     ),
     _engine("Moondream3ForCausalLM", "moondream3"),
     _engine("HfMoondream", "moondream3"),

@@ -57,6 +57,8 @@ DEEPSEEK_VARIANT_SIZES = ((1, 1), (900, 3), (640, 480), (1000, 800), (3000, 400)
 # Sizes whose tiles change with crop_mode false or max_crops 9 (each past 768 px, and on a
 # grid tie that 9 tiles break otherwise).
 DEEPSEEK_TILED_SIZES = ((2000, 1000), (1500, 1500), (3000, 3000))
+# Molmo 2's crops: several rows, several columns, a column of them, and the margins' edge.
+MOLMO2_TILED_SIZES = ((4032, 3024), (3000, 400), (300, 3000), (112, 112), (113, 400))
 
 # The worker imports vLLM (about 20 s) and builds every family's processor (a few s each).
 pytestmark = pytest.mark.timeout(WORKER_TIMEOUT_SECONDS + 60)
@@ -558,6 +560,65 @@ FAMILIES = (
             directory, downsample_rate="1/4", select_strategy="default", additional_tokens=1
         ),
         "info", family_dirs.GRANITE4_VISION_PROMPT, trust_remote_code=False,
+    ),
+    # Molmo 2: transformers' own processor; vLLM builds the replacement and asserts the
+    # processor cut as many crops. The knobs reach both at the top level; patch_size reaches
+    # only the processor's call, which fails every image.
+    Family(
+        "molmo2", family_dirs.write_molmo2_dir, "molmo2", family_dirs.MOLMO2_PROMPT,
+        apply_sizes=(*APPLY_SIZES, *MOLMO2_TILED_SIZES), trust_remote_code=False,
+    ),
+    Family(
+        "molmo2-max_crops-4", family_dirs.write_molmo2_dir, "molmo2", family_dirs.MOLMO2_PROMPT,
+        {"max_crops": 4}, apply_sizes=(*VARIANT_APPLY_SIZES, *MOLMO2_TILED_SIZES),
+        trust_remote_code=False,
+    ),
+    Family(
+        "molmo2-margins-0-pooling-3-max_crops-12", family_dirs.write_molmo2_dir, "molmo2",
+        family_dirs.MOLMO2_PROMPT,
+        {"overlap_margins": [0, 0], "pooling_size": [3, 3], "max_crops": 12},
+        apply_sizes=(*VARIANT_APPLY_SIZES, *MOLMO2_TILED_SIZES), trust_remote_code=False,
+    ),
+    Family(
+        "molmo2-no-col-tokens", family_dirs.write_molmo2_dir, "molmo2", family_dirs.MOLMO2_PROMPT,
+        {"image_use_col_tokens": False, "use_single_crop_start_token": False},
+        apply_sizes=(*VARIANT_APPLY_SIZES, *MOLMO2_TILED_SIZES), trust_remote_code=False,
+    ),
+    Family(
+        "molmo2-files-max_crops-24-margins-2-3-single-crop-no-cols",
+        lambda directory: family_dirs.write_molmo2_dir(
+            directory, processor={"use_single_crop_col_tokens": False}, max_crops=24,
+            overlap_margins=[2, 3],
+        ),
+        "molmo2", family_dirs.MOLMO2_PROMPT,
+        apply_sizes=(*VARIANT_APPLY_SIZES, *MOLMO2_TILED_SIZES), trust_remote_code=False,
+    ),
+    Family(
+        "molmo2-patch_size-16", family_dirs.write_molmo2_dir, "molmo2", family_dirs.MOLMO2_PROMPT,
+        {"patch_size": 16}, trust_remote_code=False, refused_at_start="patch_size",
+    ),
+    # Molmo: vLLM's own insertion, over a stand-in for the checkpoint's remote processor
+    # (tests.support.family_dirs: the crop attributes vLLM reads, one row per crop).
+    Family(
+        "molmo", family_dirs.write_molmo_dir, "prompt_update", family_dirs.MOLMO_PROMPT,
+        apply_sizes=(*APPLY_SIZES, *MOLMO2_TILED_SIZES), max_model_len=4096,
+    ),
+    Family(
+        "molmo-files-max_crops-20-margins-2-3",
+        lambda directory: family_dirs.write_molmo_dir(
+            directory, max_crops=20, overlap_margins=[2, 3]
+        ),
+        "prompt_update", family_dirs.MOLMO_PROMPT,
+        apply_sizes=(*VARIANT_APPLY_SIZES, *MOLMO2_TILED_SIZES), max_model_len=4096,
+    ),
+    Family(
+        "molmo-files-280px-10x8-tokens",
+        lambda directory: family_dirs.write_molmo_dir(
+            directory, base_image_input_size=[280, 280], image_token_length_w=10,
+            image_token_length_h=8,
+        ),
+        "prompt_update", family_dirs.MOLMO_PROMPT,
+        apply_sizes=(*VARIANT_APPLY_SIZES, *MOLMO2_TILED_SIZES), max_model_len=4096,
     ),
     # Aria: 256 <|img|> per image, whatever the size (transformers' AriaProcessor).
     Family(

@@ -204,6 +204,23 @@ def _prompt_update(processor: Any) -> Count:
     return count
 
 
+def _molmo2(processor: Any) -> Count:
+    # Molmo2MultiModalProcessor._get_prompt_updates.get_image_replacement_molmo2: the image's
+    # replacement (low-res view and overlapping crops, column tokens, start and end tokens) for
+    # an item of the size, a zero-stride array as in _prompt_update.
+    import numpy as np
+    from vllm.multimodal.inputs import MultiModalKwargsItems
+
+    def count(width: int, height: int) -> int:
+        image = np.broadcast_to(np.uint8(0), (height, width, 3))
+        items = processor.info.parse_mm_data({"image": [image]})
+        updates = processor._get_prompt_updates(items, {}, MultiModalKwargsItems({}))
+        (update,) = [update for update in updates if update.modality == "image"]
+        return len(update.resolve(0).content.full)
+
+    return count
+
+
 def _info(processor: Any) -> Count:
     # BaseLlavaMultiModalProcessor's replacement: get_num_image_tokens <image> tokens
     # (Granite 4 Vision's override of LLaVA-NeXT's count).
@@ -550,6 +567,7 @@ COUNTS: dict[str, Callable[[Any], Count]] = {
     "qwen_vl": _image_processor_info,
     "image_repl": _image_repl,
     "prompt_update": _prompt_update,
+    "molmo2": _molmo2,
     "info": _info,
     "gemma4": _gemma4,
     "internvl_style": _internvl_style,

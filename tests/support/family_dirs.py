@@ -2362,3 +2362,297 @@ def write_cohere2_vision_dir(directory: Path, **image_processor: Any) -> Path:
     )
     write_json(directory, "processor_config.json", {"processor_class": "Cohere2VisionProcessor"})
     return directory
+
+
+# -- Molmo 2 --------------------------------------------------------------------------------
+
+MOLMO2_SPECIAL = (
+    "<|endoftext|>", "<im_start>", "<im_end>", "<im_patch>", "<im_col>", "<low_res_im_start>",
+    "<|image|>", "<im_low>", "<frame_start>", "<frame_end>", "<|video|>",
+)  # fmt: skip
+MOLMO2_PROMPT = "hello <|image|> describe"
+# allenai/Molmo2-4B's preprocessor_config.json, as a public copy of the checkpoint holds it
+# (transformers' Molmo2ImageProcessor defaults are the same values): 378 px crops of 14 px
+# patches, pooled 2 x 2, at most 8 crops overlapping by 4 patches a side.
+MOLMO2_IMAGE_PROCESSOR = {
+    "image_processor_type": "Molmo2ImageProcessor",
+    "processor_class": "Molmo2Processor",
+    "do_convert_rgb": True,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "max_crops": 8,
+    "overlap_margins": [4, 4],
+    "patch_size": 14,
+    "pooling_size": [2, 2],
+    "resample": 2,
+    "size": {"height": 378, "width": 378},
+}
+
+
+def write_molmo2_dir(
+    directory: Path, *, processor: Mapping[str, Any] | None = None, **image_processor: Any
+) -> Path:
+    """allenai/Molmo2-4B's config.json (the 8B's differs in its text tower only) with the
+    image markup's token ids moved into this tokenizer and the towers shrunk; ``image_processor``
+    values over the shipped ones, ``processor`` values (column tokens, start token) in
+    processor_config.json."""
+    vocab = write_tokenizer(
+        directory,
+        MOLMO2_SPECIAL,
+        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>"},
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Molmo2ForConditionalGeneration"],
+            "model_type": "molmo2",
+            "torch_dtype": "bfloat16",
+            "image_start_token_id": vocab["<im_start>"],
+            "image_end_token_id": vocab["<im_end>"],
+            "image_patch_id": vocab["<im_patch>"],
+            "image_high_res_id": vocab["<im_patch>"],
+            "image_col_id": vocab["<im_col>"],
+            "low_res_image_start_token_id": vocab["<low_res_im_start>"],
+            "image_low_res_id": vocab["<im_low>"],
+            "frame_start_token_id": vocab["<frame_start>"],
+            "frame_end_token_id": vocab["<frame_end>"],
+            "use_frame_special_tokens": False,
+            "vit_config": {
+                "model_type": "molmo2",
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 3,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 2,
+                "head_dim": 16,
+                "image_default_input_size": [378, 378],
+                "image_num_pos": 729,
+                "image_patch_size": 14,
+            },
+            "adapter_config": {
+                "model_type": "molmo2",
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 2,
+                "head_dim": 16,
+                "text_hidden_size": 64,
+                "vit_layers": [-1, -2],
+            },
+            "text_config": {
+                "model_type": "molmo2_text",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 32,
+                "vocab_size": len(vocab) + 16,
+                "additional_vocab_size": 128,
+                "max_position_embeddings": 36864,
+                "qk_norm_type": "qwen3",
+                "rope_theta": 5000000.0,
+            },
+        },
+    )
+    write_json(directory, "preprocessor_config.json", {**MOLMO2_IMAGE_PROCESSOR, **image_processor})
+    write_json(
+        directory,
+        "processor_config.json",
+        {"processor_class": "Molmo2Processor", **(processor or {})},
+    )
+    return directory
+
+
+# -- Molmo ----------------------------------------------------------------------------------
+
+MOLMO_SPECIAL = ("<|endoftext|>", "<im_start>", "<im_end>", "<im_patch>", "<im_col>", "<|image|>")
+MOLMO_PROMPT = "hello describe"  # vLLM inserts each image after the prompt's <|endoftext|>
+
+# The checkpoint's remote config (config_molmo.py), cut to what vLLM reads.
+_MOLMO_CONFIG_MODULE = """
+from transformers import PretrainedConfig
+
+
+class MolmoConfig(PretrainedConfig):
+    model_type = "molmo"
+
+    def __init__(self, vocab_size=50304, embedding_size=50304, hidden_size=4096,
+                 intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+                 num_key_value_heads=None, max_position_embeddings=2048, initializer_range=0.02,
+                 use_cache=True, layer_norm_eps=1e-5, rope_theta=10000.0, clip_qkv=None,
+                 qkv_bias=False, weight_tying=False, use_position_ids=True,
+                 tie_word_embeddings=True, attention_layer_norm=False, norm_after=False,
+                 layer_norm_type="rms", **kwargs):
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.max_position_embeddings = max_position_embeddings
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.num_key_value_heads = num_key_value_heads
+        self.layer_norm_eps = layer_norm_eps
+        self.initializer_range = initializer_range
+        self.use_cache = use_cache
+        self.rope_theta = rope_theta
+        self.clip_qkv = clip_qkv
+        self.qkv_bias = qkv_bias
+        self.weight_tying = weight_tying
+        self.use_position_ids = use_position_ids
+        self.attention_layer_norm = attention_layer_norm
+        self.norm_after = norm_after
+        self.layer_norm_type = layer_norm_type
+        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
+"""
+
+# The checkpoint's remote processor (preprocessing_molmo.py, image_preprocessing_molmo.py),
+# which cannot be fetched here, cut to what vLLM reads of it: the image processor's crop
+# attributes, process() returning one row of image_input_idx per crop (the low-res view and
+# the tiling's crops, chosen as vLLM's select_tiling chooses them), and get_tokens_input's
+# leading space. vLLM counts the tokens itself; the pixel values are placeholders of the right
+# crop count, not the real crops.
+_MOLMO_PROCESSOR_MODULE = """
+import numpy as np
+import torch
+from transformers import BatchFeature
+from transformers.image_processing_utils import BaseImageProcessor
+from transformers.processing_utils import ProcessorMixin
+
+
+def _tiling(height, width, window, max_crops):
+    tilings = sorted(
+        [(i, j) for i in range(1, max_crops + 1) for j in range(1, max_crops + 1)
+         if i * j <= max_crops],
+        key=lambda x: x[0] * x[1],
+    )
+    resolutions = np.array(tilings, dtype=np.int32) * window
+    scale = (resolutions.astype(np.float32) / np.array([height, width], dtype=np.float32)).min(
+        axis=-1
+    )
+    if (scale < 1).all():
+        return tilings[int(scale.argmax())]
+    return tilings[int(np.where(scale < 1.0, 10e9, scale).argmin())]
+
+
+class MolmoImageProcessor(BaseImageProcessor):
+    model_input_names = ["images", "image_input_idx", "image_masks"]
+
+    def __init__(self, max_crops=12, overlap_margins=(4, 4), base_image_input_size=(336, 336),
+                 image_token_length_w=12, image_token_length_h=12, image_patch_size=14,
+                 image_padding_mask=True, **kwargs):
+        super().__init__(**kwargs)
+        self.max_crops = max_crops
+        self.overlap_margins = list(overlap_margins)
+        self.base_image_input_size = list(base_image_input_size)
+        self.image_token_length_w = image_token_length_w
+        self.image_token_length_h = image_token_length_h
+        self.image_patch_size = image_patch_size
+        self.image_padding_mask = image_padding_mask
+
+    def crops(self, image):
+        width, height = image.size
+        margin = sum(self.overlap_margins) * self.image_patch_size
+        crop_patches = self.base_image_input_size[0] // self.image_patch_size
+        window = (crop_patches - sum(self.overlap_margins)) * self.image_patch_size
+        rows, columns = _tiling(height - margin, width - margin, window, self.max_crops)
+        return 1 + rows * columns
+
+
+class MolmoProcessor(ProcessorMixin):
+    attributes = ["image_processor", "tokenizer"]
+    image_processor_class = "AutoImageProcessor"
+    tokenizer_class = "AutoTokenizer"
+
+    def __init__(self, image_processor=None, tokenizer=None, **kwargs):
+        super().__init__(image_processor, tokenizer)
+
+    def get_tokens_input(self, prompt, message_format, always_start_with_space):
+        if always_start_with_space:
+            prompt = " " + prompt
+        return self.tokenizer.encode(prompt, add_special_tokens=False)
+
+    def process(self, text=None, images=None, tokens=None, **kwargs):
+        if tokens is None:
+            tokens = self.get_tokens_input(text or "", "none", True)
+        bos = self.tokenizer.convert_tokens_to_ids("<|endoftext|>")
+        data = {"input_ids": torch.tensor([bos, *tokens])}
+        if images:
+            images = images if isinstance(images, (list, tuple)) else [images]
+            crops = sum(self.image_processor.crops(image) for image in images)
+            length = self.image_processor.image_token_length_w * (
+                self.image_processor.image_token_length_h
+            )
+            patch = self.image_processor.image_patch_size
+            side = self.image_processor.base_image_input_size[0] // patch
+            data["images"] = torch.zeros(crops, side * side, patch * patch * 3)
+            data["image_input_idx"] = torch.zeros(crops, length, dtype=torch.long)
+            data["image_masks"] = torch.ones(crops, side * side)
+        return BatchFeature(data=data)
+
+    def __call__(self, text=None, images=None, **kwargs):
+        return self.process(text=text, images=images, **kwargs)
+"""
+
+
+def write_molmo_dir(directory: Path, **image_processor: Any) -> Path:
+    """allenai/Molmo-7B-D-0924: a CLIP ViT-L/14 tower at 336 px, 12 x 12 tokens a crop pooled
+    2 x 2, at most 12 crops overlapping by 4 patches a side (the remote image processor's
+    values, as the checkpoint's users pass them), under a Qwen2 text tower shrunk to two
+    layers; ``image_processor`` values over those."""
+    vocab = write_tokenizer(
+        directory,
+        MOLMO_SPECIAL,
+        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>"},
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["MolmoForCausalLM"],
+            "model_type": "molmo",
+            "auto_map": {"AutoConfig": "config_molmo.MolmoConfig"},
+            "torch_dtype": "float32",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "vocab_size": len(vocab) + 16,
+            "embedding_size": len(vocab) + 16,
+            "max_position_embeddings": 4096,
+            "layer_norm_eps": 1e-6,
+            "qkv_bias": True,
+            "rope_theta": 1000000.0,
+        },
+    )
+    (directory / "config_molmo.py").write_text(_MOLMO_CONFIG_MODULE)
+    (directory / "preprocessing_molmo.py").write_text(_MOLMO_PROCESSOR_MODULE)
+    auto_map = {
+        "AutoProcessor": "preprocessing_molmo.MolmoProcessor",
+        "AutoImageProcessor": "preprocessing_molmo.MolmoImageProcessor",
+    }
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "auto_map": auto_map,
+            "image_processor_type": "MolmoImageProcessor",
+            "processor_class": "MolmoProcessor",
+            "max_crops": 12,
+            "overlap_margins": [4, 4],
+            "base_image_input_size": [336, 336],
+            "image_token_length_w": 12,
+            "image_token_length_h": 12,
+            "image_patch_size": 14,
+            "image_padding_mask": True,
+            **image_processor,
+        },
+    )
+    write_json(
+        directory,
+        "processor_config.json",
+        {"auto_map": auto_map, "processor_class": "MolmoProcessor"},
+    )
+    return directory

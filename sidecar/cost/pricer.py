@@ -50,6 +50,7 @@ from sidecar.images.remote import (
     RemoteImageRefusedError,
 )
 from sidecar.profiles import ModelProfile
+from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.routes import BodyShape, Work
 from sidecar.settings import RemoteImages
 from sidecar.text.route_text import exact_prompts
@@ -115,8 +116,20 @@ class Pricer:
             raise InvalidRequestError(str(exc), param="mm_processor_kwargs") from None
         return narrowed, video
 
-    async def price(self, parsed: RequestBody, body: bytes) -> RequestPrediction:
-        """The request's predicted cost; raises ImageError or VideoError naming the bad item."""
+    async def price(
+        self,
+        parsed: RequestBody,
+        body: bytes,
+        *,
+        kv: KvGeometry | None = None,
+        context_tokens: int | None = None,
+    ) -> RequestPrediction:
+        """The request's predicted cost; raises ImageError or VideoError naming the bad item.
+
+        ``kv``: the geometry in force (serving passes vLLM's block size once read; the
+        profile's otherwise); ``context_tokens``: vLLM's ``max_model_len``, to which output is
+        cut, when known. Both are applied here, so the KV bytes are worked out once.
+        """
         vision, video_rule = self.rules_for(parsed)
         total = len(parsed.images)
         fetches = {
@@ -167,13 +180,14 @@ class Pricer:
             kinds,
             positions,
             prompts,
-            kv=self.profile.kv,
+            kv=self.profile.kv if kv is None else kv,
             output_tokens=self.policy.output_tokens(
                 parsed.work is Work.GENERATE, parsed.max_output_tokens
             ),
             n=parsed.n,
             sequences=len(parsed.sequences),
             holds_kv=parsed.work is not Work.RENDER,
+            context_tokens=context_tokens,
             text_tokens_exact=exact,
         )
 

@@ -17,7 +17,6 @@ from sidecar.admission.decision import Downscale, Reason, Reject, decide
 from sidecar.admission.discipline import QueueClass, classify, read_tags
 from sidecar.admission.ledger import Reservation
 from sidecar.body.request_body import BodyPolicy, RequestBody, parse_request_body
-from sidecar.cost.prediction import with_kv_bytes
 from sidecar.errors import (
     BodyTooLargeError,
     InvalidRequestError,
@@ -97,7 +96,13 @@ async def _serve(
                 record.queue_tags = read_tags(request.headers, parsed.skeleton["priority"], policy)
                 record.queue_class = classify(record.queue_tags, policy)
                 record.band = policy.band_label(record.queue_class.priority)
-            prediction = await pricer.price(parsed, body)
+            # KV in the geometry in force (vLLM's block size once read), output cut to
+            # vLLM's context.
+            engine = app[ENGINE]
+            kv = engine.kv
+            prediction = await pricer.price(
+                parsed, body, kv=kv, context_tokens=engine.context_tokens
+            )
     except InvalidRequestError as exc:
         if not shadow:
             raise
@@ -106,10 +111,6 @@ async def _serve(
         async with ledger.reserve(0, settings.queue_timeout_seconds):
             return await _forward(request, path_qs, body, None, record, hide_usage=False)
     vision, _ = pricer.rules_for(parsed)
-    # KV in the geometry in force (vLLM's block size once read), output cut to vLLM's context.
-    engine = app[ENGINE]
-    kv = engine.kv
-    prediction = with_kv_bytes(prediction, kv, context_tokens=engine.context_tokens)
     verdict = decide(
         prediction,
         app[BUDGETS].current,

@@ -8,6 +8,7 @@ processors in ``tests/oracle``) are what each image must cost.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from ipaddress import IPv4Address, IPv6Address
 from typing import Any
 
@@ -17,6 +18,7 @@ from aiohttp import web
 
 from sidecar.body.request_body import BodyPolicy, parse_request_body
 from sidecar.cost.assembly import PricingPolicy
+from sidecar.cost.prediction import with_kv_bytes
 from sidecar.cost.pricer import Pricer
 from sidecar.errors import ImageError, InvalidRequestError, NotAnImageError
 from sidecar.images.remote import RemoteImagePolicy, RemoteImageProber
@@ -224,3 +226,17 @@ async def test_pricer_truncates_to_the_context_less_one_for_minus_one() -> None:
         assert (await _price(pricer, body, Route.RESPONSES)).prompt_tokens == expected
     for body in (long_input, {**long_input, "truncation": "disabled"}):
         assert (await _price(pricer, body, Route.RESPONSES)).prompt_tokens > context
+
+
+async def test_pricer_prices_in_the_geometry_and_context_it_is_given() -> None:
+    """Serving passes vLLM's block size and context: the KV bytes are those, worked out once,
+    as the profile's prediction re-costed in that geometry."""
+    body = _images(png_uri(800, 600), max_tokens=20_000)
+    raw = orjson.dumps(body)
+    parsed = parse_request_body(raw, Route.CHAT)
+    coarse = replace(PROFILE.kv, block_size_tokens=512, block_size_is_final=True)
+    given = await _pricer().price(parsed, raw, kv=coarse, context_tokens=8_192)
+    own = await _pricer().price(parsed, raw)
+    assert given == with_kv_bytes(own, coarse, context_tokens=8_192)
+    assert given.kv_bytes < own.kv_bytes  # output cut to the context's room
+    assert given.kv_bytes % coarse.bytes_per_block == 0

@@ -440,7 +440,15 @@ _TABLE: tuple[Architecture, ...] = (
         proof=BY_NEW_FAMILIES,
     ),
     _engine("Gemma4UnifiedForConditionalGeneration", "gemma4_unified"),
-    _engine("DiffusionGemmaForBlockDiffusion", "diffusion_gemma"),
+    _rule(
+        "DiffusionGemmaForBlockDiffusion",
+        "diffusion_gemma",
+        "gemma4",
+        "diffusion_gemma",
+        note="DiffusionGemmaProcessingInfo(Gemma4ProcessingInfo) only overrides get_hf_config "
+        "(DiffusionGemmaConfig) and drops audio; Gemma 4's processor and soft tokens",
+        proof=BY_NEW_FAMILIES,
+    ),
     _rule(
         "PaliGemmaForConditionalGeneration",
         "paligemma",
@@ -517,7 +525,16 @@ _TABLE: tuple[Architecture, ...] = (
         "preprocessor_config.json",
         proof=BY_NEW_FAMILIES,
     ),
-    _engine("QianfanOCRForConditionalGeneration", "qianfan_ocr", "InternVL chat format"),
+    _rule(
+        "QianfanOCRForConditionalGeneration",
+        "qianfan_ocr",
+        "qianfan_ocr",
+        "qianfan_ocr",
+        note="QianfanOCRProcessingInfo: InternVLChatProcessor over transformers' "
+        "QianfanOCRConfig (vision sizes as pairs, the first taken), InternVL chat's tiles "
+        "and <img><IMG_CONTEXT>...</img>",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- Nemotron Nano VL v2, Nemotron-H Omni V3 -------------------------------------------------
     _rule(
         "NemotronH_Nano_VL_V2",
@@ -747,7 +764,16 @@ _TABLE: tuple[Architecture, ...] = (
         proof=BY_NEW_FAMILIES,
     ),
     _engine("BagelForConditionalGeneration", "bagel"),
-    _engine("Blip2ForConditionalGeneration", "blip2"),
+    _rule(
+        "Blip2ForConditionalGeneration",
+        "blip2",
+        "blip2",
+        "blip-2",
+        note="Blip2ProcessingInfo.get_num_image_tokens: config.json's num_query_tokens "
+        "<image> tokens (32) inserted at the prompt's start, whatever the size; one image a "
+        "prompt",
+        proof=BY_NEW_FAMILIES,
+    ),
     _engine("CohereCompassForConditionalGeneration", "cohere_compass"),
     _engine("DeepseekV4ForConditionalGeneration", "vllm.models.deepseek_v4"),
     _engine("DeepseekV41ForCausalLM", "vllm.models.deepseek_v41"),
@@ -786,7 +812,15 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("HfMoondream", "moondream3"),
     _engine("MuseGlimmerForConditionalGeneration", "muse_glimmer"),
     _engine("MuseSparkForConditionalGeneration", "vllm.models.muse_spark"),
-    _engine("OpenVLAForActionPrediction", "openvla"),
+    _rule(
+        "OpenVLAForActionPrediction",
+        "openvla",
+        "openvla",
+        "openvla",
+        note="OpenVLAProcessingInfo.get_num_image_tokens: (image_sizes[0] // 14)**2 = 256 "
+        "tokens inserted after <s>, whatever the size; vLLM's own processor, 224 px only",
+        proof=BY_NEW_FAMILIES,
+    ),
     _engine("Ovis", "ovis"),
     _engine(
         "Phi3VForCausalLM",

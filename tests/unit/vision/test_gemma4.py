@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from sidecar.errors import ConfigurationError
 from sidecar.profiles import ProfileOverrides, load_profile
 from sidecar.vision.gemma4 import Gemma4Rule
-from tests.support.family_dirs import write_gemma4_dir
+from tests.support.family_dirs import write_diffusion_gemma_dir, write_gemma4_dir
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +76,12 @@ def test_shrinking_cannot_lower_the_count_so_a_downscale_honours_only_the_pixel_
     gemma = rule(gemma4_dir)
     assert gemma.image_tokens(4000, 3000) == gemma.image_tokens(400, 300)
     assert gemma.downscale_size(4000, 3000, max_tokens=100, max_pixels=1_200_000) == (1264, 948)
+
+
+def test_diffusion_gemma_is_gemma4_under_its_own_config_class(
+    tmp_path: Path, gemma4_dir: Path
+) -> None:
+    diffusion = load_profile(str(write_diffusion_gemma_dir(tmp_path)))
+    assert diffusion.architecture.name == "DiffusionGemmaForBlockDiffusion"
+    assert rule(tmp_path) == rule(gemma4_dir)
+    assert rule(tmp_path, max_soft_tokens=70).max_image_tokens().tokens == 72

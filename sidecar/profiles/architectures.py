@@ -446,12 +446,14 @@ _TABLE: tuple[Architecture, ...] = (
         note="Gemma4ProcessingInfo._compute_num_soft_tokens: scaled to max_soft_tokens",
         proof=BY_NEW_FAMILIES,
     ),
-    _engine(
+    _rule(
         "Gemma4UnifiedForConditionalGeneration",
         "gemma4_unified",
-        "Gemma 4's soft-token count over transformers' Gemma4UnifiedProcessor, its budget read "
-        "from vision_config.num_soft_tokens (the gemma4 rule reads default_output_length): not "
-        "yet proven",
+        "gemma4_unified",
+        "gemma4_unified",
+        note="Gemma4UnifiedProcessingInfo: Gemma 4's soft-token count, its budget read from "
+        "vision_config.num_soft_tokens, over transformers' Gemma4UnifiedProcessor",
+        proof=BY_NEW_FAMILIES,
     ),
     _rule(
         "DiffusionGemmaForBlockDiffusion",

@@ -136,6 +136,20 @@ FAMILIES = (
         "diffusion-gemma-max_soft_tokens-70", family_dirs.write_diffusion_gemma_dir, "gemma4",
         family_dirs.GEMMA4_PROMPT, {"max_soft_tokens": 70}, trust_remote_code=False,
     ),
+    # Gemma 4 Unified: Gemma 4's count, its budget in vision_config.num_soft_tokens.
+    Family(
+        "gemma4-unified", family_dirs.write_gemma4_unified_dir, "gemma4",
+        family_dirs.GEMMA4_PROMPT, apply_sizes=APPLY_SIZES, trust_remote_code=False,
+    ),
+    Family(
+        "gemma4-unified-num_soft_tokens-560",
+        lambda directory: family_dirs.write_gemma4_unified_dir(directory, num_soft_tokens=560),
+        "gemma4", family_dirs.GEMMA4_PROMPT, trust_remote_code=False,
+    ),
+    Family(
+        "gemma4-unified-max_soft_tokens-70", family_dirs.write_gemma4_unified_dir, "gemma4",
+        family_dirs.GEMMA4_PROMPT, {"max_soft_tokens": 70}, trust_remote_code=False,
+    ),
     Family(
         "gemma3n", family_dirs.write_gemma3n_dir, "image_repl", family_dirs.GEMMA3N_PROMPT,
         apply_sizes=APPLY_SIZES,

@@ -2860,3 +2860,44 @@ def write_diffusion_gemma_dir(directory: Path) -> Path:
     config["text_config"]["model_type"] = "diffusion_gemma_text"
     path.write_text(json.dumps(config))
     return directory
+
+
+def write_gemma4_unified_dir(directory: Path, *, num_soft_tokens: int = 280) -> Path:
+    """A Gemma 4 Unified checkpoint: Gemma 4's directory under transformers'
+    Gemma4UnifiedConfig (an encoder-free gemma4_unified_vision of 16 px patches pooled 3 x 3,
+    its budget in vision_config.num_soft_tokens, which vLLM reads) and Gemma4UnifiedProcessor;
+    not transcribed from a checkpoint."""
+    write_gemma4_dir(directory)
+    path = directory / "config.json"
+    config = json.loads(path.read_text())
+    config.update(
+        architectures=["Gemma4UnifiedForConditionalGeneration"], model_type="gemma4_unified"
+    )
+    config["text_config"]["model_type"] = "gemma4_unified_text"
+    config["vision_config"] = {
+        "model_type": "gemma4_unified_vision",
+        "patch_size": 16,
+        "pooling_kernel_size": 3,
+        "mm_embed_dim": 64,
+        "mm_posemb_size": 1120,
+        "output_proj_dims": 64,
+        "num_soft_tokens": num_soft_tokens,
+    }
+    path.write_text(json.dumps(config))
+    write_json(
+        directory,
+        "processor_config.json",
+        {
+            "processor_class": "Gemma4UnifiedProcessor",
+            "image_seq_length": num_soft_tokens,
+            "image_processor": {
+                "image_processor_type": "Gemma4UnifiedImageProcessor",
+                "patch_size": 16,
+                "max_soft_tokens": num_soft_tokens,
+                "pooling_kernel_size": 3,
+            },
+            "feature_extractor": {"feature_extractor_type": "Gemma4UnifiedAudioFeatureExtractor"},
+            "video_processor": {"video_processor_type": "Gemma4UnifiedVideoProcessor"},
+        },
+    )
+    return directory

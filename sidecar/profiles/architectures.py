@@ -345,7 +345,14 @@ _TABLE: tuple[Architecture, ...] = (
         note="GLM-OCR: registered with Glm4vProcessingInfo",
         proof=BY_VLLM,
     ),
-    _engine("GLM4VForCausalLM", "glm4v", "GLM-4V (THUDM/glm-4v-9b, ChatGLM format)"),
+    _engine(
+        "GLM4VForCausalLM",
+        "glm4v",
+        "GLM-4V (THUDM/glm-4v-9b): a fixed (image_size // patch // 2)**2 = 1,600 tokens "
+        "between <|begin_of_image|> and <|end_of_image|> over vLLM's own GLM4VProcessor and "
+        "ChatGLMConfig, but its tokenizer is the checkpoint's remote ChatGLM4Tokenizer: not "
+        "yet proven",
+    ),
     # --- LLaVA family -----------------------------------------------------------------------
     _rule(
         "LlavaForConditionalGeneration",
@@ -439,8 +446,24 @@ _TABLE: tuple[Architecture, ...] = (
         note="Gemma4ProcessingInfo._compute_num_soft_tokens: scaled to max_soft_tokens",
         proof=BY_NEW_FAMILIES,
     ),
-    _engine("Gemma4UnifiedForConditionalGeneration", "gemma4_unified"),
-    _engine("DiffusionGemmaForBlockDiffusion", "diffusion_gemma"),
+    _rule(
+        "Gemma4UnifiedForConditionalGeneration",
+        "gemma4_unified",
+        "gemma4_unified",
+        "gemma4_unified",
+        note="Gemma4UnifiedProcessingInfo: Gemma 4's soft-token count, its budget read from "
+        "vision_config.num_soft_tokens, over transformers' Gemma4UnifiedProcessor",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "DiffusionGemmaForBlockDiffusion",
+        "diffusion_gemma",
+        "gemma4",
+        "diffusion_gemma",
+        note="DiffusionGemmaProcessingInfo(Gemma4ProcessingInfo) only overrides get_hf_config "
+        "(DiffusionGemmaConfig) and drops audio; Gemma 4's processor and soft tokens",
+        proof=BY_NEW_FAMILIES,
+    ),
     _rule(
         "PaliGemmaForConditionalGeneration",
         "paligemma",
@@ -517,7 +540,16 @@ _TABLE: tuple[Architecture, ...] = (
         "preprocessor_config.json",
         proof=BY_NEW_FAMILIES,
     ),
-    _engine("QianfanOCRForConditionalGeneration", "qianfan_ocr", "InternVL chat format"),
+    _rule(
+        "QianfanOCRForConditionalGeneration",
+        "qianfan_ocr",
+        "qianfan_ocr",
+        "qianfan_ocr",
+        note="QianfanOCRProcessingInfo: InternVLChatProcessor over transformers' "
+        "QianfanOCRConfig (vision sizes as pairs, the first taken), InternVL chat's tiles "
+        "and <img><IMG_CONTEXT>...</img>",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- Nemotron Nano VL v2, Nemotron-H Omni V3 -------------------------------------------------
     _rule(
         "NemotronH_Nano_VL_V2",
@@ -746,13 +778,55 @@ _TABLE: tuple[Architecture, ...] = (
         "per image, whatever the size; split_image or a 490 px crop refused",
         proof=BY_NEW_FAMILIES,
     ),
-    _engine("BagelForConditionalGeneration", "bagel"),
-    _engine("Blip2ForConditionalGeneration", "blip2"),
-    _engine("CohereCompassForConditionalGeneration", "cohere_compass"),
-    _engine("DeepseekV4ForConditionalGeneration", "vllm.models.deepseek_v4"),
-    _engine("DeepseekV41ForCausalLM", "vllm.models.deepseek_v41"),
-    _engine("Dots3NoteForCausalLM", "vllm.models.dots3_note"),
-    _engine("UnlimitedOCRForCausalLM", "unlimited_ocr"),
+    _engine(
+        "BagelForConditionalGeneration",
+        "bagel",
+        "each <|image_pad|> replaced by vit_max_num_patch_per_side**2 tokens whatever the size, "
+        "but over the checkpoint's own image processor (cached_get_image_processor, remote with "
+        "--trust-remote-code): not yet proven",
+    ),
+    _rule(
+        "Blip2ForConditionalGeneration",
+        "blip2",
+        "blip2",
+        "blip-2",
+        note="Blip2ProcessingInfo.get_num_image_tokens: config.json's num_query_tokens "
+        "<image> tokens (32) inserted at the prompt's start, whatever the size; one image a "
+        "prompt",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _engine(
+        "CohereCompassForConditionalGeneration",
+        "cohere_compass",
+        "its own _get_vision_info (a Qwen-style smart_resize over transformers' "
+        "CohereCompassImageProcessor, the size / min_pixels / max_pixels kwargs merged): a rule "
+        "of its own, not yet written",
+    ),
+    _engine(
+        "DeepseekV4ForConditionalGeneration",
+        "vllm.models.deepseek_v4",
+        "vLLM's own port of the checkpoint's processor (common/mm_preprocess.py): an image "
+        "resized to a token budget (solve_resize_ratio) in sentinel-framed blocks, a rule of "
+        "its own, not yet written",
+    ),
+    _engine(
+        "DeepseekV41ForCausalLM",
+        "vllm.models.deepseek_v41",
+        "as DeepSeek-V4: vLLM's own port (common/mm_preprocess.py, solve_resize_ratio to a "
+        "token budget), a rule of its own, not yet written",
+    ),
+    _engine(
+        "Dots3NoteForCausalLM",
+        "vllm.models.dots3_note",
+        "vLLM's own Dots3NoteProcessor (common/processor.py): its own factor-rounded resize "
+        "(Dots3NoteImageProcessor.resized_size), a rule of its own, not yet written",
+    ),
+    _engine(
+        "UnlimitedOCRForCausalLM",
+        "unlimited_ocr",
+        "DeepSeek-OCR's count at 32 crops, not 6 (vLLM's own UnlimitedOCRProcessor; one crop "
+        "beside other images): the deepseek_ocr rule fixes vLLM's 6, not yet parametrised",
+    ),
     _engine(
         "Ernie4_5_VLMoeForConditionalGeneration",
         "ernie45_vl",
@@ -760,12 +834,44 @@ _TABLE: tuple[Architecture, ...] = (
         "spatial_conv_size and images/grid_thw outputs, which transformers' "
         "Ernie4_5_VLMoeProcessor lacks); that code is absent here",
     ),
-    _engine("Glm5NextForConditionalGeneration", "vllm.models.glm5next"),
-    _engine("IsaacForConditionalGeneration", "isaac"),
-    _engine("KananaVForConditionalGeneration", "kanana_v"),
-    _engine("KimiK3ForConditionalGeneration", "vllm.models.kimi_k3"),
-    _engine("MiMoV2OmniForCausalLM", "mimo_v2_omni"),
-    _engine("MiniMaxM3SparseForConditionalGeneration", "vllm.models.minimax_m3"),
+    _engine(
+        "Glm5NextForConditionalGeneration",
+        "vllm.models.glm5next",
+        "Glm4vProcessingInfo with its own _get_vision_info (a pixel budget from the processor "
+        "and its patch_expand_factor): not GLM-4.1V's count, not yet written",
+    ),
+    _engine(
+        "IsaacForConditionalGeneration",
+        "isaac",
+        "the count is read off the image_grid_thw that vLLM's own IsaacProcessor returns (a "
+        "patch-budget resize, get_image_size_for_max_num_patches): a rule of its own, not yet "
+        "written",
+    ),
+    _engine(
+        "KananaVForConditionalGeneration",
+        "kanana_v",
+        "its processor is the checkpoint's remote code (AutoProcessor; vLLM even takes "
+        "smart_resize from that processor's module), absent here",
+    ),
+    _engine(
+        "KimiK3ForConditionalGeneration",
+        "vllm.models.kimi_k3",
+        "Kimi-K2.5's fused vision processor (navit_resize_image) under KimiK3Processor's own "
+        "<|media_pad|> markup: not yet proven equal to the kimi_k25 rule",
+    ),
+    _engine(
+        "MiMoV2OmniForCausalLM",
+        "mimo_v2_omni",
+        "its own _get_vision_info (Qwen2-VL's smart_resize over vLLM's own MiMoOmniProcessor, "
+        "the size kwargs merged) and omni markup: not yet proven equal to the Qwen rules",
+    ),
+    _engine(
+        "MiniMaxM3SparseForConditionalGeneration",
+        "vllm.models.minimax_m3",
+        "vLLM's own port of the checkpoint's remote MiniMaxVLProcessor "
+        "(common/mm_preprocess.py, a Qwen-style smart_resize): not yet proven equal to the Qwen "
+        "rules",
+    ),
     _engine(
         "MiniCPMO",
         "minicpmo",
@@ -782,12 +888,44 @@ _TABLE: tuple[Architecture, ...] = (
         "2.6 / 4.0 / 4.5: vLLM leaves the grid and markup to the checkpoint's remote "
         "image_processing_minicpmv.py, not available here to prove a rule against",
     ),
-    _engine("Moondream3ForCausalLM", "moondream3"),
-    _engine("HfMoondream", "moondream3"),
-    _engine("MuseGlimmerForConditionalGeneration", "muse_glimmer"),
-    _engine("MuseSparkForConditionalGeneration", "vllm.models.muse_spark"),
-    _engine("OpenVLAForActionPrediction", "openvla"),
-    _engine("Ovis", "ovis"),
+    _engine(
+        "Moondream3ForCausalLM",
+        "moondream3",
+        "a fixed 730 (<|endoftext|> + 729 image tokens) replacing <|endoftext|><image>, over "
+        "vLLM's own Moondream3Processor: not yet proven",
+    ),
+    _engine(
+        "HfMoondream",
+        "moondream3",
+        "as Moondream3ForCausalLM: a fixed 730 over vLLM's own Moondream3Processor, not yet proven",
+    ),
+    _engine(
+        "MuseGlimmerForConditionalGeneration",
+        "muse_glimmer",
+        "the count is read off the image_grid_thw that transformers' MuseGlimmerProcessor "
+        "returns: a rule of its own, not yet written",
+    ),
+    _engine(
+        "MuseSparkForConditionalGeneration",
+        "vllm.models.muse_spark",
+        "vLLM's own preprocessing (common/processor.py: find_resize_target, a least-distortion "
+        "patch-grid fit): a rule of its own, not yet written",
+    ),
+    _rule(
+        "OpenVLAForActionPrediction",
+        "openvla",
+        "openvla",
+        "openvla",
+        note="OpenVLAProcessingInfo.get_num_image_tokens: (image_sizes[0] // 14)**2 = 256 "
+        "tokens inserted after <s>, whatever the size; vLLM's own processor, 224 px only",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _engine(
+        "Ovis",
+        "ovis",
+        "vLLM's own OvisProcessor: up to 9 partitions of the image, each a fixed segment; a "
+        "tiling rule of its own, not yet written",
+    ),
     _engine(
         "Phi3VForCausalLM",
         "phi3v",
@@ -799,11 +937,37 @@ _TABLE: tuple[Architecture, ...] = (
         "phi4siglip",
         "the count is read off the patch grid the remote NaFlex processor returns (absent here)",
     ),
-    _engine("Qwen4ExpForConditionalGeneration", "vllm.models.qwen4_exp"),
-    _engine("StepVLForConditionalGeneration", "step_vl"),
-    _engine("Step3VLForConditionalGeneration", "step3_vl"),
-    _engine("Step3p7ForConditionalGeneration", "step3p7"),
-    _engine("Step5ForConditionalGeneration", "vllm.models.step5"),
+    _engine(
+        "Qwen4ExpForConditionalGeneration",
+        "vllm.models.qwen4_exp",
+        "Qwen3VLProcessingInfo with only the config class changed (Qwen4ExpConfig), but its "
+        "language model's cache (a hybrid with inner state) is not yet read by the sidecar's KV "
+        "geometry",
+    ),
+    _engine(
+        "StepVLForConditionalGeneration",
+        "step_vl",
+        "registered with Step3-VL's processor: vLLM's own Step3VLImageProcessor (a global view "
+        "plus patch crops when enable_patch), a tiling rule of its own, not yet written",
+    ),
+    _engine(
+        "Step3VLForConditionalGeneration",
+        "step3_vl",
+        "vLLM's own Step3VLImageProcessor: a global view plus patch crops (enable_patch), a "
+        "tiling rule of its own, not yet written",
+    ),
+    _engine(
+        "Step3p7ForConditionalGeneration",
+        "step3p7",
+        "registered with Step3-VL's processor (Step3VLImageProcessor's crops), a tiling rule of "
+        "its own, not yet written",
+    ),
+    _engine(
+        "Step5ForConditionalGeneration",
+        "vllm.models.step5",
+        "inherits Step 3.7's registration: Step3VLImageProcessor's crops, a tiling rule of its "
+        "own, not yet written",
+    ),
     _engine("NemotronParseForConditionalGeneration", "nemotron_parse", "encoder-decoder"),
     _engine("RadioMBartPrefixForCausalLM", "nemotron_parse3_5", "encoder-decoder"),
     # --- Dropped by vLLM (_PREVIOUSLY_SUPPORTED_MODELS) --------------------------------------

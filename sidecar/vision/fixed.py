@@ -10,6 +10,9 @@ behind them inside the placeholder; its ``apply`` also appends "\\n" to a prompt
 not end with one, counted here as the image's one wrapper token (PaliGemma takes one image
 a prompt): exact unless the prompt already ends with a newline, then one above, never below.
 Aria (``aria.py``) replaces each <|img|> with the projector's most queries (256).
+BLIP-2 (``blip2.py``) inserts the Q-Former's ``num_query_tokens`` <image> tokens at the start
+of the prompt, and OpenVLA (``openvla.py``) its fused backbone's ``(image_sizes[0] // 14)**2``
+after the <s>: both take one image a prompt, and neither count reads the image.
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ PALIGEMMA_NEWLINE_TOKENS = 1
 # transformers' AriaConfig and AriaImageProcessor defaults.
 ARIA_PATCH_TO_QUERY = {1225: 128, 4900: 256}
 ARIA_MAX_IMAGE_SIZE_PX = 980
+
+# transformers' Blip2Config default (every Salesforce/blip2-* checkpoint's value).
+BLIP2_QUERY_TOKENS = 32
+# vLLM's openvla.py: the fused DINOv2 + SigLIP backbone's patch, and OpenVLAConfig's default
+# image_sizes.
+OPENVLA_PATCH_PX = 14
+OPENVLA_IMAGE_SIZES_PX = (224, 224)
 
 
 class FixedCostDownscale(NoPixelRange):
@@ -104,6 +114,29 @@ class FixedTokensRule(FixedCostDownscale):
                 "Aria's split_image makes more crops than the one vLLM 0.33 counts per image"
             )
         return cls(family, most)
+
+    @classmethod
+    def from_blip2_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> FixedTokensRule:
+        """Blip2ProcessingInfo.get_num_image_tokens: config.json's ``num_query_tokens``, the
+        insertion at the prompt's start (no placeholder of its own in the text)."""
+        return cls(family, int(config.get("num_query_tokens") or BLIP2_QUERY_TOKENS))
+
+    @classmethod
+    def from_openvla_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> FixedTokensRule:
+        """OpenVLAProcessingInfo.get_num_image_tokens: ``(image_sizes[0] // 14)**2``, inserted
+        after the tokenizer's <s>. vLLM's backbone takes only 224 x 224 (its model refuses
+        any other ``image_sizes`` at load): so does the sidecar."""
+        sizes = tuple(int(side) for side in config.get("image_sizes") or OPENVLA_IMAGE_SIZES_PX)
+        if sizes != OPENVLA_IMAGE_SIZES_PX:
+            raise ConfigurationError(
+                f"OpenVLA's image_sizes {list(sizes)}: vLLM 0.33's backbone takes only "
+                f"{list(OPENVLA_IMAGE_SIZES_PX)}"
+            )
+        return cls(family, (sizes[0] // OPENVLA_PATCH_PX) ** 2)
 
     def image_tokens(self, width_px: int, height_px: int) -> ImageTokens:
         return ImageTokens(tokens=self.tokens_per_image, wrapper_tokens=self.wrapper_tokens)

@@ -64,6 +64,18 @@ class Gemma4Rule(FixedCostDownscale):
             int(budget),
         )
 
+    @classmethod
+    def from_gemma4_unified_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> Gemma4Rule:
+        """Gemma 4 Unified: Gemma4UnifiedProcessingInfo's count is Gemma 4's, its budget read
+        from ``vision_config.num_soft_tokens`` (which the config class does not default)."""
+        vision = dict(config.get("vision_config") or {})
+        if vision.get("num_soft_tokens") is None:
+            raise ValueError("Gemma 4 Unified vision_config has no num_soft_tokens")
+        vision["default_output_length"] = vision["num_soft_tokens"]
+        return cls.from_configs(family, {**config, "vision_config": vision}, preprocessor)
+
     def soft_tokens(self, width_px: int, height_px: int) -> int:
         """``_compute_num_soft_tokens``, float for float."""
         patch = self.patch_size_px

@@ -20,7 +20,8 @@ else ``config.json``; vLLM passes every server kwarg to that constructor, so any
 (a pixel bound, ``do_rescale``) makes vLLM fail: the sidecar refuses it at start-up.
 
 Built on the same processor, with the same count: Eagle 2.5 (the tile side is
-``force_image_size`` when set) and Skywork-R1V. The relatives that change one piece subclass
+``force_image_size`` when set), Skywork-R1V and Qianfan-OCR (transformers' config class, whose
+vision sizes may be pairs). The relatives that change one piece subclass
 this rule and override that piece: NVLM-D the replacement's length per tile count
 (``nvlm_d``: ``tokens_for_tiles``), Llama-Nemotron-Nano-VL the grid choice (``nemotron_vl``:
 ``grid``).
@@ -40,6 +41,10 @@ BOUNDARY_TOKENS = 2  # <img> and </img>
 PROCESSOR_KNOBS = frozenset(
     {"image_size", "min_dynamic_patch", "max_dynamic_patch", "dynamic_image_size", "use_thumbnail"}
 )
+
+# transformers' QianfanOCRConfig / QianfanOCRVisionConfig defaults.
+QIANFAN_IMAGE_SIZE_PX = 448
+QIANFAN_DOWNSAMPLE_RATIO = 0.5
 
 
 def target_ratios(min_num: int, max_num: int) -> list[Grid]:
@@ -99,6 +104,26 @@ class InternVLChatRule(TiledDownscale):
         return cls._build(
             family, config, preprocessor, config.get("force_image_size") or vision.get("image_size")
         )
+
+    @classmethod
+    def from_qianfan_configs(
+        cls, family: str, config: dict[str, Any], preprocessor: dict[str, Any]
+    ) -> InternVLChatRule:
+        """Qianfan-OCR: QianfanOCRProcessingInfo builds InternVLChatProcessor from
+        transformers' QianfanOCRConfig, whose vision image_size / patch_size may be pairs
+        (vLLM takes the first of each) and default to 448 / 14 where absent, its
+        downsample_ratio to 0.5; the tiling values come from config.json's top level, as
+        InternVL chat's."""
+        vision = dict(config.get("vision_config") or {})
+        for name, default in (("image_size", QIANFAN_IMAGE_SIZE_PX), ("patch_size", 14)):
+            value = vision.get(name, default)
+            vision[name] = value[0] if isinstance(value, (list, tuple)) else value
+        filled = {
+            **config,
+            "vision_config": vision,
+            "downsample_ratio": config.get("downsample_ratio", QIANFAN_DOWNSAMPLE_RATIO),
+        }
+        return cls._build(family, filled, preprocessor, vision["image_size"])
 
     @classmethod
     def over(cls, tiler: InternVLChatRule, **own: Any) -> Self:

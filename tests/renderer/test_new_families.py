@@ -127,6 +127,29 @@ FAMILIES = (
         "gemma4-max_soft_tokens-300", family_dirs.write_gemma4_dir, "gemma4",
         family_dirs.GEMMA4_PROMPT, {"max_soft_tokens": 300}, refused_at_start="max_soft_tokens",
     ),
+    # DiffusionGemma: Gemma4ProcessingInfo under its own config class.
+    Family(
+        "diffusion-gemma", family_dirs.write_diffusion_gemma_dir, "gemma4",
+        family_dirs.GEMMA4_PROMPT, apply_sizes=APPLY_SIZES, trust_remote_code=False,
+    ),
+    Family(
+        "diffusion-gemma-max_soft_tokens-70", family_dirs.write_diffusion_gemma_dir, "gemma4",
+        family_dirs.GEMMA4_PROMPT, {"max_soft_tokens": 70}, trust_remote_code=False,
+    ),
+    # Gemma 4 Unified: Gemma 4's count, its budget in vision_config.num_soft_tokens.
+    Family(
+        "gemma4-unified", family_dirs.write_gemma4_unified_dir, "gemma4",
+        family_dirs.GEMMA4_PROMPT, apply_sizes=APPLY_SIZES, trust_remote_code=False,
+    ),
+    Family(
+        "gemma4-unified-num_soft_tokens-560",
+        lambda directory: family_dirs.write_gemma4_unified_dir(directory, num_soft_tokens=560),
+        "gemma4", family_dirs.GEMMA4_PROMPT, trust_remote_code=False,
+    ),
+    Family(
+        "gemma4-unified-max_soft_tokens-70", family_dirs.write_gemma4_unified_dir, "gemma4",
+        family_dirs.GEMMA4_PROMPT, {"max_soft_tokens": 70}, trust_remote_code=False,
+    ),
     Family(
         "gemma3n", family_dirs.write_gemma3n_dir, "image_repl", family_dirs.GEMMA3N_PROMPT,
         apply_sizes=APPLY_SIZES,
@@ -624,6 +647,48 @@ FAMILIES = (
     Family(
         "aria", family_dirs.write_aria_dir, "prompt_update", family_dirs.ARIA_PROMPT,
         apply_sizes=APPLY_SIZES, trust_remote_code=False,
+    ),
+    # BLIP-2: num_query_tokens <image> tokens at the prompt's start (transformers'
+    # Blip2Processor expands them too); OpenVLA: vLLM's own processor, 256 tokens after <s>.
+    Family(
+        "blip2", family_dirs.write_blip2_dir, "prompt_update", family_dirs.BLIP2_PROMPT,
+        apply_sizes=APPLY_SIZES, trust_remote_code=False, max_model_len=2048,
+    ),
+    Family(
+        "blip2-num_query_tokens-64",
+        lambda directory: family_dirs.write_blip2_dir(directory, num_query_tokens=64),
+        "prompt_update", family_dirs.BLIP2_PROMPT, trust_remote_code=False, max_model_len=2048,
+    ),
+    Family(
+        "openvla", family_dirs.write_openvla_dir, "prompt_update", family_dirs.OPENVLA_PROMPT,
+        apply_sizes=APPLY_SIZES, trust_remote_code=False, max_model_len=4096,
+    ),
+    # Qianfan-OCR: InternVL chat's processor over transformers' QianfanOCRConfig.
+    Family(
+        "qianfan-ocr", family_dirs.write_qianfan_ocr_dir, "internvl_style",
+        family_dirs.QIANFAN_OCR_PROMPT, apply_sizes=APPLY_SIZES, trust_remote_code=False,
+    ),
+    Family(
+        "qianfan-ocr-max_dynamic_patch-6-no-thumbnail", family_dirs.write_qianfan_ocr_dir,
+        "internvl_style", family_dirs.QIANFAN_OCR_PROMPT,
+        {"max_dynamic_patch": 6, "use_thumbnail": False}, trust_remote_code=False,
+    ),
+    Family(
+        "qianfan-ocr-config-224px-4-tiles",
+        lambda directory: family_dirs.write_qianfan_ocr_dir(
+            directory, max_dynamic_patch=4,
+            vision_config={
+                "model_type": "qianfan_ocr_vision", "hidden_size": 64, "intermediate_size": 128,
+                "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 224,
+                "patch_size": 14,
+            },
+        ),
+        "internvl_style", family_dirs.QIANFAN_OCR_PROMPT, trust_remote_code=False,
+    ),
+    Family(
+        "qianfan-ocr-do_rescale", family_dirs.write_qianfan_ocr_dir, "internvl_style",
+        family_dirs.QIANFAN_OCR_PROMPT, {"do_rescale": True}, trust_remote_code=False,
+        refused_at_start="do_rescale",
     ),
     # Cosmos 3 Edge: transformers' Cosmos3EdgeImageProcessor, one frame of Qwen3-VL's video
     # resize; size is its one pixel knob (min_pixels / max_pixels: dropped at the top level,

@@ -2656,3 +2656,248 @@ def write_molmo_dir(directory: Path, **image_processor: Any) -> Path:
         {"auto_map": auto_map, "processor_class": "MolmoProcessor"},
     )
     return directory
+
+
+# -- BLIP-2, OpenVLA (a fixed count each) and Qianfan-OCR (InternVL chat's tiles) ------------
+
+BLIP2_SPECIAL = ("<unk>", "</s>", "<pad>", "<image>")
+BLIP2_PROMPT = "Question: describe Answer:"  # vLLM inserts the queries at the prompt's start
+
+
+def write_blip2_dir(directory: Path, *, num_query_tokens: int = 32) -> Path:
+    """Salesforce/blip2-opt-2.7b: transformers' Blip2Config (an EVA ViT-g of 224 px / 14 px,
+    a Q-Former of ``num_query_tokens`` queries, an OPT text tower), BlipImageProcessor at
+    224 x 224 and Blip2Processor with the same num_query_tokens (its processor_config.json:
+    it expands <image> itself); towers shrunk."""
+    vocab = write_tokenizer(
+        directory,
+        BLIP2_SPECIAL,
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": "</s>",
+            "eos_token": "</s>",
+            "pad_token": "<pad>",
+            "unk_token": "<unk>",
+            "extra_special_tokens": {"image_token": "<image>"},
+        },
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Blip2ForConditionalGeneration"],
+            "model_type": "blip-2",
+            "torch_dtype": "float32",
+            "num_query_tokens": num_query_tokens,
+            "image_token_index": vocab["<image>"],
+            "vision_config": {
+                "model_type": "blip_2_vision_model",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "image_size": 224,
+                "patch_size": 14,
+            },
+            "qformer_config": {
+                "model_type": "blip_2_qformer",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "encoder_hidden_size": 64,
+            },
+            "text_config": {
+                "model_type": "opt",
+                "hidden_size": 64,
+                "ffn_dim": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "word_embed_proj_dim": 64,
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 2048,
+                "bos_token_id": vocab["</s>"],
+                "eos_token_id": vocab["</s>"],
+                "pad_token_id": vocab["<pad>"],
+            },
+        },
+    )
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "image_processor_type": "BlipImageProcessor",
+            "processor_class": "Blip2Processor",
+            "size": {"height": 224, "width": 224},
+            "do_resize": True,
+            "resample": 3,
+            "do_rescale": True,
+            "rescale_factor": 1 / 255,
+            "do_normalize": True,
+            "image_mean": [0.48145466, 0.4578275, 0.40821073],
+            "image_std": [0.26862954, 0.26130258, 0.27577711],
+            "do_convert_rgb": True,
+        },
+    )
+    write_json(
+        directory,
+        "processor_config.json",
+        {"processor_class": "Blip2Processor", "num_query_tokens": num_query_tokens},
+    )
+    return directory
+
+
+OPENVLA_SPECIAL = ("<unk>", "<s>", "</s>", "<PAD>")
+# vLLM inserts the image after the prompt's <s>; the checkpoint's Llama tokenizer adds it, this
+# word-level one does not, so the prompt spells it.
+OPENVLA_PROMPT = "<s> hello describe"
+
+
+def write_openvla_dir(directory: Path) -> Path:
+    """openvla/openvla-7b: vLLM's OpenVLAConfig (image_sizes [224, 224], the fused DINOv2 +
+    SigLIP backbone, image_token_index the Llama tokenizer's <PAD> at 32,000), vLLM's own
+    OpenVLAProcessor (no processor files read); a two-layer Llama text tower."""
+    vocab = write_tokenizer(
+        directory,
+        OPENVLA_SPECIAL,
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "pad_token": "<PAD>",
+            "unk_token": "<unk>",
+        },
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["OpenVLAForActionPrediction"],
+            "model_type": "openvla",
+            "torch_dtype": "bfloat16",
+            "image_sizes": [224, 224],
+            "use_fused_vision_backbone": True,
+            "image_token_index": vocab["<PAD>"],
+            "n_action_bins": 256,
+            "text_config": {
+                "model_type": "llama",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 4096,
+            },
+        },
+    )
+    return directory
+
+
+QIANFAN_OCR_PROMPT = INTERNVL_PROMPT
+
+
+def write_qianfan_ocr_dir(directory: Path, **values: Any) -> Path:
+    """A Qianfan-OCR checkpoint: transformers' QianfanOCRConfig (its vision_config's
+    image_size / patch_size as [448, 448] / [14, 14] pairs, downsample_ratio 0.5, a Qwen3 text
+    tower) with InternVL3's tiling values at the top level (1-12 tiles + thumbnail), which
+    vLLM's QianfanOCRProcessingInfo reads; not transcribed from a checkpoint (the rule reads
+    whatever config.json says). ``values`` override the top-level keys."""
+    vocab = write_tokenizer(
+        directory,
+        INTERNVL_SPECIAL,
+        {"tokenizer_class": "Qwen2Tokenizer", "unk_token": "<unk>", "eos_token": "<|endoftext|>"},
+    )
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["QianfanOCRForConditionalGeneration"],
+            "model_type": "qianfan_ocr",
+            "torch_dtype": "bfloat16",
+            "image_token_id": vocab["<IMG_CONTEXT>"],
+            "downsample_ratio": 0.5,
+            "min_dynamic_patch": 1,
+            "max_dynamic_patch": 12,
+            "dynamic_image_size": True,
+            "use_thumbnail": True,
+            "vision_config": {
+                "model_type": "qianfan_ocr_vision",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "image_size": [448, 448],
+                "patch_size": [14, 14],
+            },
+            "text_config": {
+                "model_type": "qwen3",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 32,
+                "vocab_size": len(vocab) + 16,
+                "max_position_embeddings": 32768,
+            },
+            **values,
+        },
+    )
+    return directory
+
+
+def write_diffusion_gemma_dir(directory: Path) -> Path:
+    """A DiffusionGemma checkpoint: Gemma 4's directory under transformers'
+    DiffusionGemmaConfig (its text tower diffusion_gemma_text, the same gemma4_vision tower
+    and token ids) and Gemma4Processor; not transcribed from a checkpoint."""
+    write_gemma4_dir(directory)
+    path = directory / "config.json"
+    config = json.loads(path.read_text())
+    config.update(architectures=["DiffusionGemmaForBlockDiffusion"], model_type="diffusion_gemma")
+    config.pop("audio_config")
+    config.pop("video_token_id")
+    config["text_config"]["model_type"] = "diffusion_gemma_text"
+    path.write_text(json.dumps(config))
+    return directory
+
+
+def write_gemma4_unified_dir(directory: Path, *, num_soft_tokens: int = 280) -> Path:
+    """A Gemma 4 Unified checkpoint: Gemma 4's directory under transformers'
+    Gemma4UnifiedConfig (an encoder-free gemma4_unified_vision of 16 px patches pooled 3 x 3,
+    its budget in vision_config.num_soft_tokens, which vLLM reads) and Gemma4UnifiedProcessor;
+    not transcribed from a checkpoint."""
+    write_gemma4_dir(directory)
+    path = directory / "config.json"
+    config = json.loads(path.read_text())
+    config.update(
+        architectures=["Gemma4UnifiedForConditionalGeneration"], model_type="gemma4_unified"
+    )
+    config["text_config"]["model_type"] = "gemma4_unified_text"
+    config["vision_config"] = {
+        "model_type": "gemma4_unified_vision",
+        "patch_size": 16,
+        "pooling_kernel_size": 3,
+        "mm_embed_dim": 64,
+        "mm_posemb_size": 1120,
+        "output_proj_dims": 64,
+        "num_soft_tokens": num_soft_tokens,
+    }
+    path.write_text(json.dumps(config))
+    write_json(
+        directory,
+        "processor_config.json",
+        {
+            "processor_class": "Gemma4UnifiedProcessor",
+            "image_seq_length": num_soft_tokens,
+            "image_processor": {
+                "image_processor_type": "Gemma4UnifiedImageProcessor",
+                "patch_size": 16,
+                "max_soft_tokens": num_soft_tokens,
+                "pooling_kernel_size": 3,
+            },
+            "feature_extractor": {"feature_extractor_type": "Gemma4UnifiedAudioFeatureExtractor"},
+            "video_processor": {"video_processor_type": "Gemma4UnifiedVideoProcessor"},
+        },
+    )
+    return directory

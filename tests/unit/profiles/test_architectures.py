@@ -206,6 +206,16 @@ def test_every_rule_entry_names_a_rule_the_sidecar_has() -> None:
     assert len(model_types) == len(set(model_types))
 
 
+def test_every_engine_priced_architecture_says_why() -> None:
+    # The user reads the note in docs/supported-models.md to learn why the sidecar asks vLLM.
+    silent = [
+        entry.name
+        for entry in ARCHITECTURES.values()
+        if entry.support is Support.NEEDS_ENGINE and not entry.note.strip()
+    ]
+    assert not silent
+
+
 def _registry_tables() -> dict[str, Any]:
     files = sorted(VLLM_RENDER.glob("lib/python3*/site-packages/vllm/model_executor/models/"))
     if not files:

@@ -6,6 +6,7 @@ from its processor in the renderer tier: tests/renderer/test_new_families.py).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,11 @@ from hypothesis import strategies as st
 from sidecar.errors import ConfigurationError
 from sidecar.profiles import ProfileOverrides, load_profile
 from sidecar.vision.gemma4 import Gemma4Rule
-from tests.support.family_dirs import write_gemma4_dir
+from tests.support.family_dirs import (
+    write_diffusion_gemma_dir,
+    write_gemma4_dir,
+    write_gemma4_unified_dir,
+)
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +81,30 @@ def test_shrinking_cannot_lower_the_count_so_a_downscale_honours_only_the_pixel_
     gemma = rule(gemma4_dir)
     assert gemma.image_tokens(4000, 3000) == gemma.image_tokens(400, 300)
     assert gemma.downscale_size(4000, 3000, max_tokens=100, max_pixels=1_200_000) == (1264, 948)
+
+
+def test_diffusion_gemma_is_gemma4_under_its_own_config_class(
+    tmp_path: Path, gemma4_dir: Path
+) -> None:
+    diffusion = load_profile(str(write_diffusion_gemma_dir(tmp_path)))
+    assert diffusion.architecture.name == "DiffusionGemmaForBlockDiffusion"
+    assert rule(tmp_path) == rule(gemma4_dir)
+    assert rule(tmp_path, max_soft_tokens=70).max_image_tokens().tokens == 72
+
+
+def test_gemma4_unified_reads_its_budget_from_num_soft_tokens(tmp_path: Path) -> None:
+    unified = write_gemma4_unified_dir(tmp_path / "a", num_soft_tokens=560)
+    assert rule(unified).max_image_tokens().tokens == 562
+    assert rule(unified).image_tokens(640, 480).tokens == 542  # vLLM 0.33's figure
+    assert rule(unified, max_soft_tokens=70).max_image_tokens().tokens == 72
+
+
+def test_gemma4_unified_without_num_soft_tokens_stops_start_up(tmp_path: Path) -> None:
+    # Gemma4UnifiedVisionConfig has no default for it: vLLM's count fails on every image.
+    directory = write_gemma4_unified_dir(tmp_path)
+    path = directory / "config.json"
+    config = json.loads(path.read_text())
+    del config["vision_config"]["num_soft_tokens"]
+    path.write_text(json.dumps(config))
+    with pytest.raises(ConfigurationError, match="num_soft_tokens"):
+        load_profile(str(directory))

@@ -6,6 +6,7 @@ tests/renderer/test_new_families.py).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from sidecar.vision.internvl_chat import InternVLChatRule, target_ratios
 from tests.support.family_dirs import (
     write_eagle2_5_dir,
     write_internvl_chat_dir,
+    write_qianfan_ocr_dir,
     write_skywork_r1v_dir,
 )
 
@@ -105,6 +107,33 @@ def test_eagle_tiles_at_force_image_size(tmp_path: Path) -> None:
 
 def test_skywork_r1v_is_internvl_chat(tmp_path: Path, internvl3: Path) -> None:
     assert rule(write_skywork_r1v_dir(tmp_path)) == rule(internvl3)
+
+
+def test_qianfan_ocr_is_internvl_chat_with_its_vision_sizes_as_pairs(
+    tmp_path: Path, internvl3: Path
+) -> None:
+    qianfan = rule(write_qianfan_ocr_dir(tmp_path))
+    assert (qianfan.image_size_px, qianfan.tokens_per_tile) == (448, 256)
+    for size in [(640, 480), (1, 1), (4000, 300), (897, 448)]:
+        assert qianfan.image_tokens(*size) == rule(internvl3).image_tokens(*size)
+
+
+def test_qianfan_ocr_takes_its_config_classs_defaults(tmp_path: Path) -> None:
+    # QianfanOCRConfig: 448 px tiles of 14 px patches, downsample_ratio 0.5, when absent.
+    directory = write_qianfan_ocr_dir(tmp_path, vision_config={"model_type": "qianfan_ocr_vision"})
+    path = directory / "config.json"
+    config = json.loads(path.read_text())
+    del config["downsample_ratio"]
+    path.write_text(json.dumps(config))
+    qianfan = rule(directory)
+    assert (qianfan.image_size_px, qianfan.tokens_per_tile) == (448, 256)
+
+
+def test_qianfan_ocr_knobs_and_refusals_are_internvl_chats(tmp_path: Path) -> None:
+    directory = write_qianfan_ocr_dir(tmp_path)
+    assert rule(directory, knobs(max_dynamic_patch=6)).max_image_tokens().tokens == 2 + 256 * 7
+    with pytest.raises(ConfigurationError, match="do_rescale"):
+        load_profile(str(directory), knobs(do_rescale=True))
 
 
 def test_a_downscale_lands_on_a_smaller_grid(internvl3: Path) -> None:

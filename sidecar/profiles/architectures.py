@@ -659,6 +659,18 @@ _TABLE: tuple[Architecture, ...] = (
         note="KeyeVL1_5ProcessingInfo inherits Keye's count for images (videos not priced)",
         proof=BY_COUNT_STANDIN,
     ),
+    # --- ERNIE-4.5-VL -----------------------------------------------------------------------------
+    _rule(
+        "Ernie4_5_VLMoeForConditionalGeneration",
+        "ernie45_vl",
+        "ernie45_vl",
+        "ernie4_5_moe_vl",
+        note="Ernie4_5VLMultiModalProcessor._get_prompt_updates over the remote processor's "
+        "grid: Qwen2-VL's smart_resize (28 px) within its image_min_pixels / image_max_pixels "
+        "(3,136 to 4,842,768 px); over 200:1 refused; image_min/max_pixels the only kwargs "
+        "priced (videos not priced)",
+        proof=BY_COUNT_STANDIN,
+    ),
     # --- LFM2-VL ----------------------------------------------------------------------------------
     _rule(
         "Lfm2VlForConditionalGeneration",
@@ -730,13 +742,6 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("DeepseekV41ForCausalLM", "vllm.models.deepseek_v41"),
     _engine("Dots3NoteForCausalLM", "vllm.models.dots3_note"),
     _engine("UnlimitedOCRForCausalLM", "unlimited_ocr"),
-    _engine(
-        "Ernie4_5_VLMoeForConditionalGeneration",
-        "ernie45_vl",
-        "served only through the checkpoint's remote processor (vLLM reads its "
-        "spatial_conv_size and images/grid_thw outputs, which transformers' "
-        "Ernie4_5_VLMoeProcessor lacks); that code is absent here",
-    ),
     _engine("Glm5NextForConditionalGeneration", "vllm.models.glm5next"),
     _engine("IsaacForConditionalGeneration", "isaac"),
     _engine("KananaVForConditionalGeneration", "kanana_v"),

@@ -40,6 +40,8 @@ from sidecar.vision.deepseek_ocr import PROCESSOR_KNOBS as DEEPSEEK_OCR_KNOBS
 from sidecar.vision.deepseek_ocr import DeepseekOCRRule
 from sidecar.vision.deepseek_vl2 import DeepseekVL2Rule
 from sidecar.vision.engine_only import EngineOnlyRule
+from sidecar.vision.ernie45_vl import PROCESSOR_KNOBS as ERNIE45_VL_KNOBS
+from sidecar.vision.ernie45_vl import Ernie45VLRule
 from sidecar.vision.fixed import FixedTokensRule
 from sidecar.vision.gemma3 import Gemma3Rule
 from sidecar.vision.gemma4 import PROCESSOR_KNOBS as GEMMA4_KNOBS
@@ -151,6 +153,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "cohere2_vision": Cohere2VisionRule.from_configs,
     "molmo2": Molmo2Rule.from_configs,
     "molmo": MolmoRule.from_configs,
+    "ernie45_vl": Ernie45VLRule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -177,13 +180,14 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "phi4mm": PHI4MM_KNOBS,
     "cohere2_vision": COHERE2_VISION_KNOBS,
     "molmo2": MOLMO2_KNOBS,
+    "ernie45_vl": ERNIE45_VL_KNOBS,
 }
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg; and
-# Kimi-VL, Keye, Phi-4-multimodal and Molmo, whose remote processor (not run here) receives
-# every kwarg: none is priced beyond the knobs vLLM's own count reads (Phi-4-multimodal's
-# dynamic_hd).
+# Kimi-VL, Keye, Phi-4-multimodal, Molmo and ERNIE-4.5-VL, whose remote processor (not run
+# here) receives every kwarg: none is priced beyond the knobs the count reads
+# (Phi-4-multimodal's dynamic_hd, ERNIE-4.5-VL's image_min_pixels / image_max_pixels).
 KNOBS_ONLY = frozenset(
     {
         "internvl_chat",
@@ -196,6 +200,7 @@ KNOBS_ONLY = frozenset(
         "keye",
         "phi4mm",
         "molmo",
+        "ernie45_vl",
     }
 )
 # Families whose vLLM processor reads a knob under images_kwargs before the top level's
@@ -207,7 +212,7 @@ NO_PIXEL_BOUNDS = frozenset({"cosmos3_edge"})
 # Families whose vLLM count reads their knobs at the top level of the kwargs only (for
 # Phi-4-multimodal and Molmo 2: the processor's attributes, set at load from those; for
 # Cohere2Vision: get_number_of_image_patches over the merged kwargs' top level).
-TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm", "cohere2_vision", "molmo2"})
+TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm", "cohere2_vision", "molmo2", "ernie45_vl"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -691,6 +691,18 @@ _TABLE: tuple[Architecture, ...] = (
         note="KeyeVL1_5ProcessingInfo inherits Keye's count for images (videos not priced)",
         proof=BY_COUNT_STANDIN,
     ),
+    # --- ERNIE-4.5-VL -----------------------------------------------------------------------------
+    _rule(
+        "Ernie4_5_VLMoeForConditionalGeneration",
+        "ernie45_vl",
+        "ernie45_vl",
+        "ernie4_5_moe_vl",
+        note="Ernie4_5VLMultiModalProcessor._get_prompt_updates over the remote processor's "
+        "grid: Qwen2-VL's smart_resize (28 px) within its image_min_pixels / image_max_pixels "
+        "(3,136 to 4,842,768 px); over 200:1 refused; image_min/max_pixels the only kwargs "
+        "priced (videos not priced)",
+        proof=BY_COUNT_STANDIN,
+    ),
     # --- LFM2-VL ----------------------------------------------------------------------------------
     _rule(
         "Lfm2VlForConditionalGeneration",
@@ -826,13 +838,6 @@ _TABLE: tuple[Architecture, ...] = (
         "unlimited_ocr",
         "DeepSeek-OCR's count at 32 crops, not 6 (vLLM's own UnlimitedOCRProcessor; one crop "
         "beside other images): the deepseek_ocr rule fixes vLLM's 6, not yet parametrised",
-    ),
-    _engine(
-        "Ernie4_5_VLMoeForConditionalGeneration",
-        "ernie45_vl",
-        "served only through the checkpoint's remote processor (vLLM reads its "
-        "spatial_conv_size and images/grid_thw outputs, which transformers' "
-        "Ernie4_5_VLMoeProcessor lacks); that code is absent here",
     ),
     _engine(
         "Glm5NextForConditionalGeneration",

@@ -516,6 +516,48 @@ FAMILIES = (
         ),
         "keye", family_dirs.KEYE_PROMPT,
     ),
+    # ERNIE-4.5-VL: vLLM's prompt update over a stand-in for the checkpoint's remote processor
+    # (tests.support.family_dirs: its smart_resize over the processor's image bounds). The
+    # processor takes its bounds from the kwargs or processor_config.json, never from
+    # preprocessor_config.json; max_pixels and images_kwargs reach the image processor or the
+    # call, not the count (refused, vLLM's counts those of the directory without them).
+    Family(
+        "ernie4.5-vl", family_dirs.write_ernie45_vl_dir, "ernie45_vl",
+        family_dirs.ERNIE45_VL_PROMPT, apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "ernie4.5-vl-image_max_pixels-200704", family_dirs.write_ernie45_vl_dir, "ernie45_vl",
+        family_dirs.ERNIE45_VL_PROMPT, {"image_max_pixels": 200704},
+    ),
+    Family(
+        "ernie4.5-vl-image_min_pixels-200704-max-1003520", family_dirs.write_ernie45_vl_dir,
+        "ernie45_vl", family_dirs.ERNIE45_VL_PROMPT,
+        {"image_min_pixels": 200704, "image_max_pixels": 1003520},
+    ),
+    Family(
+        "ernie4.5-vl-processor_config-image_max_pixels-1003520",
+        lambda directory: family_dirs.write_ernie45_vl_dir(
+            directory, processor={"image_max_pixels": 1003520}
+        ),
+        "ernie45_vl", family_dirs.ERNIE45_VL_PROMPT,
+    ),
+    Family(
+        "ernie4.5-vl-preprocessor-bounds-ignored",
+        lambda directory: family_dirs.write_ernie45_vl_dir(
+            directory, image_min_pixels=200704, image_max_pixels=200704, max_pixels=200704
+        ),
+        "ernie45_vl", family_dirs.ERNIE45_VL_PROMPT,
+    ),
+    Family(
+        "ernie4.5-vl-max_pixels-refused", family_dirs.write_ernie45_vl_dir, "ernie45_vl",
+        family_dirs.ERNIE45_VL_PROMPT, {"max_pixels": 200704},
+        refused_at_start="max_pixels", kwargs_dropped=True,
+    ),
+    Family(
+        "ernie4.5-vl-images_kwargs-refused", family_dirs.write_ernie45_vl_dir, "ernie45_vl",
+        family_dirs.ERNIE45_VL_PROMPT, {"images_kwargs": {"image_max_pixels": 200704}},
+        refused_at_start="images_kwargs", kwargs_dropped=True,
+    ),
     # LFM2-VL: transformers' own processor; the last sample's thumbnail outgrows its tiles.
     Family(
         "lfm2-vl", family_dirs.write_lfm2_vl_dir, "lfm2_vl", family_dirs.LFM2_VL_PROMPT,

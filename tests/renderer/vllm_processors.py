@@ -545,7 +545,24 @@ def _cohere2_vision(processor: Any) -> Count:
     return count
 
 
+def _ernie45_vl(processor: Any) -> Count:
+    # Ernie4_5VLMultiModalProcessor._get_prompt_updates.get_replacement_ernie45vl: the grid the
+    # remote processor returns (a stand-in here: its _add_image's get_smarted_resize over the
+    # processor's image_min_pixels / image_max_pixels) over spatial_conv_size**2, as vLLM reads
+    # both off the HF processor. vLLM's own get_num_image_tokens serves its profiling only.
+    hf = processor.info.get_hf_processor()
+
+    def count(width: int, height: int) -> int:
+        grid_h, grid_w = hf.image_processor.get_smarted_resize(
+            height, width, min_pixels=hf.image_min_pixels, max_pixels=hf.image_max_pixels
+        )[1]
+        return (grid_h * grid_w) // hf.spatial_conv_size**2
+
+    return count
+
+
 COUNTS: dict[str, Callable[[Any], Count]] = {
+    "ernie45_vl": _ernie45_vl,
     "cohere2_vision": _cohere2_vision,
     "phi4mm": _phi4mm,
     "deepseek_ocr": _deepseek_ocr,

@@ -2901,3 +2901,260 @@ def write_gemma4_unified_dir(directory: Path, *, num_soft_tokens: int = 280) -> 
         },
     )
     return directory
+
+
+# -- ERNIE-4.5-VL ---------------------------------------------------------------------------
+
+ERNIE45_VL_SPECIAL = (
+    "<unk>", "<|begin_of_sentence|>", "<|end_of_sentence|>", "<|IMAGE_START|>",
+    "<|IMAGE_END|>", "<|image@placeholder|>", "<|IMAGE_PLACEHOLDER|>", "<|VIDEO_START|>",
+    "<|VIDEO_END|>", "<|video@placeholder|>",
+)  # fmt: skip
+# vLLM's Ernie4_5_VLMoeForConditionalGeneration.get_placeholder_str (the chat template writes
+# the same markup after "Picture N:"); words split on spaces here.
+ERNIE45_VL_PROMPT = "hello <|IMAGE_START|><|image@placeholder|><|IMAGE_END|> describe"
+
+# The checkpoint's remote configuration (configuration_ernie4_5_vl.py): the text tower's values
+# at the top, the vision tower's under vision_config, cut to what vLLM reads.
+_ERNIE45_VL_CONFIG_MODULE = """
+from transformers import PretrainedConfig
+
+
+class DFNRopeVisionTransformerConfig(PretrainedConfig):
+    model_type = "DFNRope_vision_transformer"
+    base_config_key = "vision_config"
+
+    def __init__(self, patch_size=14, spatial_merge_size=2, embed_dim=32, hidden_size=32,
+                 depth=1, num_heads=2, in_channels=3, **kwargs):
+        super().__init__(**kwargs)
+        self.patch_size = patch_size
+        self.spatial_merge_size = spatial_merge_size
+        self.embed_dim = embed_dim
+        self.hidden_size = hidden_size
+        self.depth = depth
+        self.num_heads = num_heads
+        self.in_channels = in_channels
+
+
+class Ernie4_5_VLMoEConfig(PretrainedConfig):
+    model_type = "ernie4_5_moe_vl"
+    sub_configs = {"vision_config": DFNRopeVisionTransformerConfig}
+
+    def __init__(self, vision_config=None, spatial_conv_size=2, temporal_conv_size=2,
+                 im_patch_id=None, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                 num_attention_heads=2, num_key_value_heads=1, head_dim=32, vocab_size=64,
+                 max_position_embeddings=131072, **kwargs):
+        if isinstance(vision_config, dict):
+            vision_config = DFNRopeVisionTransformerConfig(**vision_config)
+        self.vision_config = vision_config or DFNRopeVisionTransformerConfig()
+        self.spatial_conv_size = spatial_conv_size
+        self.temporal_conv_size = temporal_conv_size
+        self.im_patch_id = im_patch_id
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.num_key_value_heads = num_key_value_heads
+        self.head_dim = head_dim
+        self.vocab_size = vocab_size
+        self.max_position_embeddings = max_position_embeddings
+        super().__init__(**kwargs)
+"""
+
+# A stand-in for the checkpoint's remote processor (processing_ernie4_5_vl.py, which cannot be
+# fetched here), written from its public source and ports (PaddlePaddle/ERNIE's
+# AdaptiveImageProcessor and DataProcessor, PaddleFormers' Ernie4_5_VLProcessor): the image
+# processor's smart_resize (transformers' Qwen2-VL one: over 200:1 refused, a side floored
+# under max_pixels kept at one factor) and get_smarted_resize over patch_size x merge_size; its
+# size dict under min_pixels / max_pixels, as vLLM reads it with trust_remote_code; the
+# processor's _add_image: the grid from get_smarted_resize over its own image_min_pixels /
+# image_max_pixels, <|IMAGE_START|> + grid / spatial_conv_size² placeholders + <|IMAGE_END|>,
+# and patches of that grid under "images" and "grid_thw" (what vLLM reads of it).
+_ERNIE45_VL_PROCESSOR_MODULE = """
+import math
+
+import numpy as np
+import torch
+from PIL import Image
+from transformers import BatchFeature
+from transformers.image_processing_utils import BaseImageProcessor
+from transformers.processing_utils import ProcessorMixin
+
+
+def smart_resize(height, width, factor=28, min_pixels=56 * 56, max_pixels=6177 * 28 * 28):
+    if max(height, width) / min(height, width) > 200:
+        raise ValueError(
+            f"absolute aspect ratio must be smaller than 200, got "
+            f"{max(height, width) / min(height, width)}"
+        )
+    h_bar = round(height / factor) * factor
+    w_bar = round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+class Ernie4_5_VLImageProcessor(BaseImageProcessor):
+    model_input_names = ["pixel_values", "image_grid_thw"]
+
+    def __init__(self, min_pixels=56 * 56, max_pixels=6177 * 28 * 28, patch_size=14,
+                 merge_size=2, temporal_conv_size=2, image_mean=None, image_std=None,
+                 rescale_factor=1 / 255, **kwargs):
+        super().__init__(**kwargs)
+        self.min_pixels = min_pixels
+        self.max_pixels = max_pixels
+        self.patch_size = patch_size
+        self.merge_size = merge_size
+        self.temporal_conv_size = temporal_conv_size
+        self.image_mean = image_mean or [0.48145466, 0.4578275, 0.40821073]
+        self.image_std = image_std or [0.26862954, 0.26130258, 0.27577711]
+        self.rescale_factor = rescale_factor
+        self.size = {"min_pixels": min_pixels, "max_pixels": max_pixels}
+
+    def get_smarted_resize(self, height, width, min_pixels=None, max_pixels=None):
+        resized_height, resized_width = smart_resize(
+            height, width, factor=self.patch_size * self.merge_size,
+            min_pixels=self.min_pixels if min_pixels is None else min_pixels,
+            max_pixels=self.max_pixels if max_pixels is None else max_pixels,
+        )
+        return (resized_height, resized_width), (
+            resized_height // self.patch_size, resized_width // self.patch_size,
+        )
+
+    def preprocess(self, images, predetermined_grid_thw=None, return_tensors=None, **kwargs):
+        pixel_values, grids = [], []
+        patch = self.patch_size
+        for index, image in enumerate(images):
+            grid_h, grid_w = predetermined_grid_thw[index]
+            resized = image.convert("RGB").resize((grid_w * patch, grid_h * patch),
+                                                  Image.Resampling.BICUBIC)
+            array = np.asarray(resized, dtype=np.float32)
+            tensor = torch.from_numpy(array).permute(2, 0, 1)
+            patches = tensor.reshape(3, grid_h, patch, grid_w, patch)
+            pixel_values.append(patches.permute(1, 3, 0, 2, 4).reshape(-1, 3 * patch * patch))
+            grids.append([1, grid_h, grid_w])
+        return BatchFeature(
+            data={"pixel_values": torch.cat(pixel_values), "image_grid_thw": torch.tensor(grids)},
+            tensor_type=return_tensors,
+        )
+
+
+class Ernie4_5_VLProcessor(ProcessorMixin):
+    attributes = ["image_processor", "tokenizer"]
+    valid_kwargs = ["chat_template", "spatial_conv_size", "temporal_conv_size",
+                    "image_min_pixels", "image_max_pixels"]
+    image_processor_class = "AutoImageProcessor"
+    tokenizer_class = "AutoTokenizer"
+
+    IMG_START = "<|IMAGE_START|>"
+    IMG_END = "<|IMAGE_END|>"
+
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None,
+                 spatial_conv_size=2, temporal_conv_size=2, image_min_pixels=4 * 28 * 28,
+                 image_max_pixels=6177 * 28 * 28, **kwargs):
+        super().__init__(image_processor, tokenizer, chat_template=chat_template)
+        self.spatial_conv_size = spatial_conv_size
+        self.temporal_conv_size = temporal_conv_size
+        self.image_min_pixels = image_min_pixels
+        self.image_max_pixels = image_max_pixels
+        self.image_patch_id = self.tokenizer.convert_tokens_to_ids("<|IMAGE_PLACEHOLDER|>")
+
+    def __call__(self, text=None, images=None, videos=None, **kwargs):
+        images = list(images or [])
+        text = text[0] if isinstance(text, list) else text
+        input_ids, pixel_values, grids = [], [], []
+        marker = self.IMG_START + "<|image@placeholder|>" + self.IMG_END
+        for index, segment in enumerate(text.split(marker)):
+            if index:
+                image = images[index - 1]
+                input_ids.append(self.tokenizer.convert_tokens_to_ids(self.IMG_START))
+                patches_h, patches_w = self.image_processor.get_smarted_resize(
+                    image.height, image.width, min_pixels=self.image_min_pixels,
+                    max_pixels=self.image_max_pixels,
+                )[1]
+                input_ids += [self.image_patch_id] * (
+                    patches_h * patches_w // self.spatial_conv_size**2
+                )
+                processed = self.image_processor.preprocess(
+                    [image], predetermined_grid_thw=np.array([[patches_h, patches_w]])
+                )
+                pixel_values.append(processed["pixel_values"])
+                grids.append(processed["image_grid_thw"])
+                input_ids.append(self.tokenizer.convert_tokens_to_ids(self.IMG_END))
+            input_ids += self.tokenizer.convert_tokens_to_ids(self.tokenizer.tokenize(segment))
+        data = {"input_ids": torch.tensor([input_ids])}
+        if grids:
+            data["images"] = torch.cat(pixel_values)
+            data["grid_thw"] = torch.cat(grids)
+        return BatchFeature(data=data)
+"""
+
+
+def write_ernie45_vl_dir(
+    directory: Path, *, processor: Mapping[str, Any] | None = None, **image_processor: Any
+) -> Path:
+    """baidu/ERNIE-4.5-VL-28B-A3B-PT (and -424B-A47B-PT, the same processor): a ViT of 14 px
+    patches whose resampler merges 2 x 2 (``spatial_conv_size``) and 2 frames, under an ERNIE
+    4.5 MoE text tower shrunk to two dense layers. The checkpoint's processor files are not
+    here: the remote processor's own defaults stand, ``image_processor`` values go into
+    preprocessor_config.json and ``processor`` ones into processor_config.json."""
+    vocab = write_tokenizer(
+        directory,
+        ERNIE45_VL_SPECIAL,
+        {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>",
+         "bos_token": "<|begin_of_sentence|>", "eos_token": "<|end_of_sentence|>"},
+    )  # fmt: skip
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Ernie4_5_VLMoeForConditionalGeneration"],
+            "model_type": "ernie4_5_moe_vl",
+            "auto_map": {"AutoConfig": "configuration_ernie4_5_vl.Ernie4_5_VLMoEConfig"},
+            "torch_dtype": "bfloat16",
+            "im_patch_id": vocab["<|IMAGE_PLACEHOLDER|>"],
+            "spatial_conv_size": 2,
+            "temporal_conv_size": 2,
+            "vision_config": {"patch_size": 14, "spatial_merge_size": 2, "embed_dim": 32},
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 32,
+            "vocab_size": len(vocab) + 16,
+            "max_position_embeddings": 131072,
+        },
+    )
+    (directory / "configuration_ernie4_5_vl.py").write_text(_ERNIE45_VL_CONFIG_MODULE)
+    (directory / "processing_ernie4_5_vl.py").write_text(_ERNIE45_VL_PROCESSOR_MODULE)
+    auto_map = {
+        "AutoImageProcessor": "processing_ernie4_5_vl.Ernie4_5_VLImageProcessor",
+        "AutoProcessor": "processing_ernie4_5_vl.Ernie4_5_VLProcessor",
+    }
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "auto_map": auto_map,
+            "image_processor_type": "Ernie4_5_VLImageProcessor",
+            "processor_class": "Ernie4_5_VLProcessor",
+            "patch_size": 14,
+            "merge_size": 2,
+            "temporal_conv_size": 2,
+            **image_processor,
+        },
+    )
+    if processor:
+        write_json(
+            directory,
+            "processor_config.json",
+            {"auto_map": auto_map, "processor_class": "Ernie4_5_VLProcessor", **processor},
+        )
+    return directory

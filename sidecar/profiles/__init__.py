@@ -64,6 +64,8 @@ from sidecar.vision.nemotron_vl import NemotronVLRule
 from sidecar.vision.nvlm_d import NVLMRule
 from sidecar.vision.ovis2_5 import Ovis2_5Rule
 from sidecar.vision.paddleocr_vl import PaddleOCRVLRule
+from sidecar.vision.phi3v import PROCESSOR_KNOBS as PHI3V_KNOBS
+from sidecar.vision.phi3v import Phi3VRule
 from sidecar.vision.phi4mm import PROCESSOR_KNOBS as PHI4MM_KNOBS
 from sidecar.vision.phi4mm import Phi4MMRule
 from sidecar.vision.pixtral import PixtralRule
@@ -142,6 +144,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "lfm2_vl": Lfm2VlRule.from_configs,
     "keye": KeyeRule.from_configs,
     "phi4mm": Phi4MMRule.from_configs,
+    "phi3v": Phi3VRule.from_configs,
     "cohere2_vision": Cohere2VisionRule.from_configs,
 }
 
@@ -165,13 +168,15 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "kimi_k25": KIMI_K25_KNOBS,  # priced as vLLM prices them: ignored
     "lfm2_vl": LFM2_VL_KNOBS,
     "phi4mm": PHI4MM_KNOBS,
+    "phi3v": PHI3V_KNOBS,
     "cohere2_vision": COHERE2_VISION_KNOBS,
 }
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg; and
-# Kimi-VL, Keye and Phi-4-multimodal, whose remote processor (not run here) receives every
-# kwarg: none is priced beyond the knobs vLLM's own count reads (Phi-4-multimodal's dynamic_hd).
+# Kimi-VL, Keye, Phi-4-multimodal and Phi-3-Vision, whose remote processor (not run here)
+# receives every kwarg: none is priced beyond the knobs vLLM's count reads (Phi-4-multimodal's
+# dynamic_hd, Phi-3-Vision's num_crops).
 KNOBS_ONLY = frozenset(
     {
         "internvl_chat",
@@ -182,6 +187,7 @@ KNOBS_ONLY = frozenset(
         "kimi_vl",
         "keye",
         "phi4mm",
+        "phi3v",
     }
 )
 # Families whose vLLM processor reads a knob under images_kwargs before the top level's
@@ -191,9 +197,10 @@ SCOPED_FIRST = frozenset({"minicpmv4_6", "minicpmv4_7", "cosmos3_edge"})
 # takes neither: vLLM drops them at the top level and fails on them under images_kwargs).
 NO_PIXEL_BOUNDS = frozenset({"cosmos3_edge"})
 # Families whose vLLM count reads their knobs at the top level of the kwargs only (for
-# Phi-4-multimodal: the remote image processor's attribute, set at load from those; for
+# Phi-4-multimodal and Phi-3-Vision: the remote image processor's attribute, set at load
+# from those; for
 # Cohere2Vision: get_number_of_image_patches over the merged kwargs' top level).
-TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm", "cohere2_vision"})
+TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm", "phi3v", "cohere2_vision"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -2523,9 +2523,9 @@ class Phi3VProcessor(ProcessorMixin):
 
 def write_phi3v_dir(directory: Path, *, num_crops: int = 4, **image_processor: Any) -> Path:
     """microsoft/Phi-3.5-vision-instruct (``num_crops`` 4 in its preprocessor_config.json, as
-    vLLM's own test of it expects; 16 for Phi-3-vision-128k-instruct, from memory): CLIP ViT-L/14 at 336 px over HD crops, 144 tokens a
-    crop, under a Phi-3-mini text tower shrunk to two layers; ``image_processor`` values over
-    the processor file's."""
+    vLLM's own test of it expects; 16 for Phi-3-vision-128k-instruct, from memory): CLIP
+    ViT-L/14 at 336 px over HD crops, 144 tokens a crop, under a Phi-3-mini text tower shrunk
+    to two layers; ``image_processor`` values over the processor file's."""
     write_tokenizer(
         directory,
         PHI3V_SPECIAL,

@@ -68,6 +68,8 @@ from sidecar.vision.nemotron_vl import NemotronVLRule
 from sidecar.vision.nvlm_d import NVLMRule
 from sidecar.vision.ovis2_5 import Ovis2_5Rule
 from sidecar.vision.paddleocr_vl import PaddleOCRVLRule
+from sidecar.vision.phi3v import PROCESSOR_KNOBS as PHI3V_KNOBS
+from sidecar.vision.phi3v import Phi3VRule
 from sidecar.vision.phi4mm import PROCESSOR_KNOBS as PHI4MM_KNOBS
 from sidecar.vision.phi4mm import Phi4MMRule
 from sidecar.vision.pixtral import PixtralRule
@@ -150,6 +152,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "lfm2_vl": Lfm2VlRule.from_configs,
     "keye": KeyeRule.from_configs,
     "phi4mm": Phi4MMRule.from_configs,
+    "phi3v": Phi3VRule.from_configs,
     "cohere2_vision": Cohere2VisionRule.from_configs,
     "molmo2": Molmo2Rule.from_configs,
     "molmo": MolmoRule.from_configs,
@@ -178,6 +181,7 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "kimi_k25": KIMI_K25_KNOBS,  # priced as vLLM prices them: ignored
     "lfm2_vl": LFM2_VL_KNOBS,
     "phi4mm": PHI4MM_KNOBS,
+    "phi3v": PHI3V_KNOBS,
     "cohere2_vision": COHERE2_VISION_KNOBS,
     "molmo2": MOLMO2_KNOBS,
     "ernie45_vl": ERNIE45_VL_KNOBS,
@@ -185,9 +189,10 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg; and
-# Kimi-VL, Keye, Phi-4-multimodal, Molmo and ERNIE-4.5-VL, whose remote processor (not run
-# here) receives every kwarg: none is priced beyond the knobs the count reads
-# (Phi-4-multimodal's dynamic_hd, ERNIE-4.5-VL's image_min_pixels / image_max_pixels).
+# Kimi-VL, Keye, Phi-4-multimodal, Phi-3-Vision, Molmo and ERNIE-4.5-VL, whose remote
+# processor (not run here) receives every kwarg: none is priced beyond the knobs the count reads
+# (Phi-4-multimodal's dynamic_hd, Phi-3-Vision's num_crops, ERNIE-4.5-VL's image_min_pixels /
+# image_max_pixels).
 KNOBS_ONLY = frozenset(
     {
         "internvl_chat",
@@ -201,6 +206,7 @@ KNOBS_ONLY = frozenset(
         "phi4mm",
         "molmo",
         "ernie45_vl",
+        "phi3v",
     }
 )
 # Families whose vLLM processor reads a knob under images_kwargs before the top level's
@@ -210,9 +216,9 @@ SCOPED_FIRST = frozenset({"minicpmv4_6", "minicpmv4_7", "cosmos3_edge"})
 # takes neither: vLLM drops them at the top level and fails on them under images_kwargs).
 NO_PIXEL_BOUNDS = frozenset({"cosmos3_edge"})
 # Families whose vLLM count reads their knobs at the top level of the kwargs only (for
-# Phi-4-multimodal and Molmo 2: the processor's attributes, set at load from those; for
-# Cohere2Vision: get_number_of_image_patches over the merged kwargs' top level).
-TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm", "cohere2_vision", "molmo2", "ernie45_vl"})
+# Phi-4-multimodal, Phi-3-Vision and Molmo 2: the processor's attributes, set at load from
+# those; for Cohere2Vision: get_number_of_image_patches over the merged kwargs' top level).
+TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm", "phi3v", "cohere2_vision", "molmo2", "ernie45_vl"})
 
 
 @dataclass(frozen=True, slots=True)

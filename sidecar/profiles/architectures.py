@@ -737,6 +737,18 @@ _TABLE: tuple[Architecture, ...] = (
         "switches honoured at the top level; videos per item",
         proof=BY_NEW_FAMILIES,
     ),
+    # --- Phi-3-Vision / Phi-3.5-Vision ----------------------------------------------------------
+    _rule(
+        "Phi3VForCausalLM",
+        "phi3v",
+        "phi3v",
+        "phi3_v",
+        note="Phi3VProcessingInfo.get_num_image_tokens: the remote processor's "
+        "calc_num_image_tokens_from_image_size, a global 336 px view + HD crops of 336 px "
+        "(num_crops: 4 shipped with 3.5, 16 with 128k), 144 tokens each and 12 newlines a row; "
+        "a side resized to 0 px refused (the remote processor's); num_crops the one kwarg",
+        proof=BY_COUNT_STANDIN,
+    ),
     # --- Phi-4-multimodal ------------------------------------------------------------------------
     _rule(
         "Phi4MMForCausalLM",
@@ -930,12 +942,6 @@ _TABLE: tuple[Architecture, ...] = (
         "ovis",
         "vLLM's own OvisProcessor: up to 9 partitions of the image, each a fixed segment; a "
         "tiling rule of its own, not yet written",
-    ),
-    _engine(
-        "Phi3VForCausalLM",
-        "phi3v",
-        "vLLM leaves the count to the remote processor's calc_num_image_tokens_from_image_size "
-        "(remote code, absent here)",
     ),
     _engine(
         "Phi4ForCausalLMV",

@@ -55,6 +55,20 @@ def hd_grids(max_crops: int) -> list[Grid]:
     return sorted(ratios, key=lambda x: x[0] * x[1])
 
 
+def grid_shaped_candidates(
+    width_px: int, height_px: int, grids: list[Grid], crop_px: int, min_scale_px: int
+) -> list[Size]:
+    """The image cut to each grid's shape, at whole crops and at the image's own scale: an HD
+    transform that fits the image to a grid by its aspect ratio charges it that grid's crops."""
+    candidates: list[Size] = []
+    for columns, rows in grids:
+        largest = min(width_px // columns, height_px // rows)
+        for scale in {largest, min(largest, crop_px)}:
+            if scale >= min_scale_px:
+                candidates.append((columns * scale, rows * scale))
+    return candidates
+
+
 @dataclass(frozen=True, slots=True)
 class Phi4MMRule(TiledDownscale):
     """``256 + 16 + 1 + feat_w x feat_h + feat_h`` over the unpadded HD feature map."""
@@ -130,14 +144,10 @@ class Phi4MMRule(TiledDownscale):
         )
 
     def downscale_candidates(self, width_px: int, height_px: int) -> list[Size]:
-        """The image cut to each grid's shape, at whole crops and at the image's own scale."""
-        candidates: list[Size] = []
-        for columns, rows in hd_grids(self.dynamic_hd):
-            largest = min(width_px // columns, height_px // rows)
-            for scale in {largest, min(largest, VIT_IMAGE_PX)}:
-                if scale >= MIN_FITTED_SIDE_PX:  # a smaller crop side is refused
-                    candidates.append((columns * scale, rows * scale))
-        return candidates
+        # A smaller crop side is refused.
+        return grid_shaped_candidates(
+            width_px, height_px, hd_grids(self.dynamic_hd), VIT_IMAGE_PX, MIN_FITTED_SIDE_PX
+        )
 
     def describe(self) -> str:
         return (

@@ -594,6 +594,34 @@ FAMILIES = (
         lambda directory: family_dirs.write_phi4mm_dir(directory, dynamic_hd=12),
         "phi4mm", family_dirs.PHI4MM_PROMPT,
     ),
+    # Phi-3.5-Vision (num_crops 4 in the file) and Phi-3-Vision-128k (16 in the file): vLLM's
+    # count, the remote processor's own, over a stand-in written from its public source
+    # (tests.support.family_dirs: num_crops, the HD transform and torchvision's refusal of a
+    # 0 px side). num_crops as a server kwarg reaches the processor's from_pretrained; under
+    # images_kwargs vLLM drops it, and at 0 every image fails: both refused.
+    Family(
+        "phi3.5-vision", family_dirs.write_phi3v_dir, "phi3v", family_dirs.PHI3V_PROMPT,
+        apply_sizes=(*APPLY_SIZES, (16384, 1), (1, 5376), (1300, 876)),
+    ),
+    Family(
+        "phi3-vision-128k", lambda directory: family_dirs.write_phi3v_dir(directory, num_crops=16),
+        "phi3v", family_dirs.PHI3V_PROMPT,
+        apply_sizes=(*VARIANT_APPLY_SIZES, (16384, 1), (1, 5376), (1300, 876)),
+    ),
+    Family(
+        "phi3.5-vision-num_crops-9", family_dirs.write_phi3v_dir, "phi3v",
+        family_dirs.PHI3V_PROMPT, {"num_crops": 9},
+        apply_sizes=(*VARIANT_APPLY_SIZES, (1300, 876)),
+    ),
+    Family(
+        "phi3.5-vision-images_kwargs-num_crops-16", family_dirs.write_phi3v_dir, "phi3v",
+        family_dirs.PHI3V_PROMPT, {"images_kwargs": {"num_crops": 16}},
+        refused_at_start="images_kwargs", kwargs_dropped=True,
+    ),
+    Family(
+        "phi3.5-vision-num_crops-0", family_dirs.write_phi3v_dir, "phi3v",
+        family_dirs.PHI3V_PROMPT, {"num_crops": 0}, refused_at_start="num_crops",
+    ),
     # PaliGemma: one placeholder of SigLIP's grid of <image> tokens and the <bos> behind them,
     # whatever the size; PaliGemma 1's tokenizer adds <bos>, 2's does not.
     Family(

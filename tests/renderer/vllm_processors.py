@@ -523,6 +523,32 @@ def _phi4mm(processor: Any) -> Count:
     return count
 
 
+def _phi3v(processor: Any) -> Count:
+    # Phi3VMultiModalProcessor._get_prompt_updates.get_replacement_phi3v: vLLM's
+    # get_num_image_tokens, which is the HF processor's calc_num_image_tokens_from_image_size
+    # (the stand-in for the checkpoint's remote processor: not vLLM's code). The processor
+    # resizes each image to that transform's size first, and torchvision refuses a side of 0
+    # px ("height and width must be > 0", as the full path on 16384 x 1 shows): the same
+    # size, read off the stand-in's module, refused here too.
+    info = processor.info
+    hf = info.get_hf_processor()
+    image_processor = hf.image_processor
+    remote = sys.modules[type(image_processor).__module__]
+
+    def count(width: int, height: int) -> int:
+        tokens = int(
+            info.get_num_image_tokens(image_width=width, image_height=height, processor=hf)
+        )
+        _, new_width, new_height = remote.hd_transform_size(
+            width, height, hd_num=image_processor.num_crops
+        )
+        if min(new_width, new_height) <= 0:
+            raise ValueError(f"height and width must be > 0: {new_width}x{new_height}")
+        return tokens
+
+    return count
+
+
 def _cohere2_vision(processor: Any) -> Count:
     # Cohere2VisionMultiModalProcessor._get_prompt_updates.get_replacement: the tiles
     # info.get_num_patches counts (transformers' get_number_of_image_patches over the merged
@@ -565,6 +591,7 @@ COUNTS: dict[str, Callable[[Any], Count]] = {
     "ernie45_vl": _ernie45_vl,
     "cohere2_vision": _cohere2_vision,
     "phi4mm": _phi4mm,
+    "phi3v": _phi3v,
     "deepseek_ocr": _deepseek_ocr,
     "deepseek_ocr2": _deepseek_ocr,
     "deepseek_vl2": _deepseek_vl2(cropping=True),

@@ -3158,3 +3158,224 @@ def write_ernie45_vl_dir(
             {"auto_map": auto_map, "processor_class": "Ernie4_5_VLProcessor", **processor},
         )
     return directory
+
+
+# -- Phi-3-Vision / Phi-3.5-Vision ----------------------------------------------------------
+
+PHI3V_SPECIAL = ("<unk>", "<s>", "</s>", "<|endoftext|>", "<|image_1|>", "<|image_2|>")
+PHI3V_PROMPT = "hello <|image_1|> describe"
+
+# The checkpoints' remote config (configuration_phi3_v.py): Phi-3's, plus the fields vLLM reads.
+_PHI3V_CONFIG_MODULE = """
+from transformers import Phi3Config
+
+
+class Phi3VConfig(Phi3Config):
+    model_type = "phi3_v"
+
+    def __init__(self, embd_layer=None, img_processor=None, **kwargs):
+        super().__init__(**kwargs)
+        self.embd_layer = embd_layer or {}
+        self.img_processor = img_processor or {}
+"""
+
+# The checkpoints' remote processor (processing_phi3_v.py, with its image processor inline, as
+# Phi-3.5-vision-instruct ships it), written from its public source and cut to what vLLM
+# reads and runs: the image processor's num_crops (1 by default, the checkpoint's
+# preprocessor_config.json sets it), calc_num_image_tokens_from_image_size (vLLM's count), the
+# processor's img_tokens, and the HD transform the processor runs on each image: the longer
+# side scaled to 336 px x the largest scale whose crops fit num_crops, the shorter by the
+# aspect ratio (truncated), padded to 336 px multiples; torchvision's resize refuses a side
+# of 0 px. The pixel values are placeholders of the right crop count, not the real crops.
+_PHI3V_PROCESSOR_MODULE = """
+import re
+
+import numpy as np
+import torch
+import torchvision
+import transformers
+from PIL import Image
+from transformers import AutoImageProcessor, BatchFeature
+from transformers.image_processing_utils import BaseImageProcessor
+from transformers.processing_utils import ProcessorMixin
+
+
+def padded_height(height, unit=336):
+    return int(np.ceil(height / unit) * unit)
+
+
+def hd_transform_size(width, height, hd_num=16):
+    transposed = width < height
+    if transposed:
+        width, height = height, width
+    ratio = width / height
+    scale = 1
+    while scale * np.ceil(scale / ratio) <= hd_num:
+        scale += 1
+    scale -= 1
+    new_width = int(scale * 336)
+    new_height = int(new_width / ratio)
+    return transposed, new_width, new_height
+
+
+def calc_hd_transform_size(width, height, hd_num=16):
+    transposed, new_width, new_height = hd_transform_size(width, height, hd_num)
+    size = (new_width, padded_height(new_height))
+    return (size[1], size[0]) if transposed else size
+
+
+def hd_transform(image, hd_num=16):
+    transposed, new_width, new_height = hd_transform_size(*image.size, hd_num)
+    if transposed:
+        image = image.transpose(Image.TRANSPOSE)
+    image = torchvision.transforms.functional.resize(image, [new_height, new_width])
+    top = int((padded_height(new_height) - new_height) / 2)
+    bottom = padded_height(new_height) - new_height - top
+    image = torchvision.transforms.functional.pad(image, [0, top, 0, bottom], fill=[255, 255, 255])
+    if transposed:
+        image = image.transpose(Image.TRANSPOSE)
+    return image
+
+
+class Phi3VImageProcessor(BaseImageProcessor):
+    model_input_names = ["pixel_values"]
+
+    def __init__(self, num_crops=1, image_mean=None, image_std=None, do_convert_rgb=True,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.num_crops = num_crops
+        self.image_mean = image_mean
+        self.image_std = image_std
+        self.do_convert_rgb = do_convert_rgb
+
+    def calc_num_image_tokens_from_image_size(self, width, height):
+        new_width, new_height = calc_hd_transform_size(width, height, hd_num=self.num_crops)
+        return int((new_height // 336 * new_width // 336 + 1) * 144 + 1
+                   + (new_height // 336 + 1) * 12)
+
+    def preprocess(self, images, return_tensors=None, **kwargs):
+        if not isinstance(images, (list, tuple)):
+            images = [images]
+        shapes = []
+        for image in images:
+            width, height = hd_transform(image.convert("RGB"), hd_num=self.num_crops).size
+            shapes.append([height, width])
+        num_img_tokens = [int(((h // 336) * (w // 336) + 1) * 144 + 1 + (h // 336 + 1) * 12)
+                          for h, w in shapes]
+        pixel_values = torch.zeros(len(images), self.num_crops + 1, 3, 336, 336)
+        return BatchFeature(
+            data={"pixel_values": pixel_values, "image_sizes": shapes,
+                  "num_img_tokens": num_img_tokens},
+            tensor_type=return_tensors,
+        )
+
+
+AutoImageProcessor.register("Phi3VImageProcessor", Phi3VImageProcessor)
+transformers.Phi3VImageProcessor = Phi3VImageProcessor
+
+
+class Phi3VProcessor(ProcessorMixin):
+    attributes = ["image_processor", "tokenizer"]
+    image_processor_class = "Phi3VImageProcessor"
+    tokenizer_class = ("LlamaTokenizer", "LlamaTokenizerFast")
+    special_image_token = "<|image|>"
+
+    def __init__(self, image_processor, tokenizer):
+        self.image_processor = image_processor
+        self.tokenizer = tokenizer
+        self.num_img_tokens = image_processor.num_img_tokens
+        self.img_tokens = [f"<|image_{i + 1}|>" for i in range(1000000)]
+
+    def __call__(self, text, images=None, padding=False, truncation=None, max_length=None,
+                 return_tensors="pt"):
+        image_inputs = {} if images is None else self.image_processor(
+            images, return_tensors=return_tensors)
+        if not len(image_inputs):
+            return BatchFeature(data={**self.tokenizer(text, return_tensors=return_tensors)})
+        pattern = r"<\\|image_\\d+\\|>"
+        chunks = [self.tokenizer(chunk).input_ids for chunk in re.split(pattern, text)]
+        tags = [int(tag.split("|")[1].split("_")[-1]) for tag in re.findall(pattern, text)]
+        assert sorted(set(tags)) == list(range(1, len(set(tags)) + 1))
+        assert len(set(tags)) == len(image_inputs["pixel_values"])
+        pads = [[-tag] * image_inputs["num_img_tokens"][tag - 1] for tag in tags]
+        if len(chunks) > len(pads):
+            pads.append([])
+        input_ids = [i for pair in zip(chunks, pads) for part in pair for i in part]
+        input_ids = torch.tensor(input_ids, dtype=torch.long).unsqueeze(0)
+        return BatchFeature(data={"input_ids": input_ids,
+                                  "attention_mask": (input_ids > -1000000).to(torch.long),
+                                  "pixel_values": image_inputs["pixel_values"],
+                                  "image_sizes": image_inputs["image_sizes"]})
+
+    def calc_num_image_tokens_from_image_size(self, width, height):
+        return self.image_processor.calc_num_image_tokens_from_image_size(width, height)
+
+    @property
+    def model_input_names(self):
+        return list(dict.fromkeys(self.tokenizer.model_input_names
+                                  + self.image_processor.model_input_names))
+"""
+
+
+def write_phi3v_dir(directory: Path, *, num_crops: int = 4, **image_processor: Any) -> Path:
+    """microsoft/Phi-3.5-vision-instruct (``num_crops`` 4 in its preprocessor_config.json, as
+    vLLM's own test of it expects; 16 for Phi-3-vision-128k-instruct, from memory): CLIP
+    ViT-L/14 at 336 px over HD crops, 144 tokens a crop, under a Phi-3-mini text tower shrunk
+    to two layers; ``image_processor`` values over the processor file's."""
+    write_tokenizer(
+        directory,
+        PHI3V_SPECIAL,
+        {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>", "bos_token": "<s>",
+         "eos_token": "<|endoftext|>"},
+    )  # fmt: skip
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["Phi3VForCausalLM"],
+            "model_type": "phi3_v",
+            "auto_map": {"AutoConfig": "configuration_phi3_v.Phi3VConfig"},
+            "torch_dtype": "bfloat16",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "vocab_size": 32064,  # above vLLM's placeholder id, 32044
+            "max_position_embeddings": 131072,
+            "original_max_position_embeddings": 4096,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "embd_layer": {
+                "embedding_cls": "image",
+                "hd_transform_order": "sub_glb",
+                "projection_cls": "mlp",
+                "use_hd_transform": True,
+                "with_learnable_separator": True,
+            },
+            "img_processor": {
+                "image_dim_out": 1024,
+                "model_name": "openai/clip-vit-large-patch14-336",
+                "name": "clip_vision_model",
+                "num_img_tokens": 144,
+            },
+        },
+    )
+    (directory / "configuration_phi3_v.py").write_text(_PHI3V_CONFIG_MODULE)
+    (directory / "processing_phi3_v.py").write_text(_PHI3V_PROCESSOR_MODULE)
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "auto_map": {"AutoProcessor": "processing_phi3_v.Phi3VProcessor"},
+            "do_convert_rgb": True,
+            "image_mean": [0.48145466, 0.4578275, 0.40821073],
+            "image_processor_type": "Phi3VImageProcessor",
+            "image_std": [0.26862954, 0.26130258, 0.27577711],
+            "num_crops": num_crops,
+            "num_img_tokens": 144,
+            "processor_class": "Phi3VProcessor",
+            **image_processor,
+        },
+    )
+    return directory

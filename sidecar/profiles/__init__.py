@@ -61,7 +61,7 @@ from sidecar.vision.lfm2_vl import PROCESSOR_KNOBS as LFM2_VL_KNOBS
 from sidecar.vision.lfm2_vl import Lfm2VlRule
 from sidecar.vision.llama4 import Llama4Rule
 from sidecar.vision.minicpmv import PROCESSOR_KNOBS as MINICPMV_KNOBS
-from sidecar.vision.minicpmv import MiniCPMVRule, minicpmv_declines
+from sidecar.vision.minicpmv import MiniCPMVRule, minicpmo_declines, minicpmv_declines
 from sidecar.vision.minicpmv4_6 import PROCESSOR_KNOBS as MINICPMV4_6_KNOBS
 from sidecar.vision.minicpmv4_6 import MiniCPMV4_6Rule
 from sidecar.vision.moonvit import PROCESSOR_KNOBS as KIMI_K25_KNOBS
@@ -141,6 +141,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "minicpmv4_6": MiniCPMV4_6Rule.from_configs,
     "minicpmv4_7": MiniCPMV4_6Rule.from_minicpmv4_7_configs,
     "minicpmv": MiniCPMVRule.from_configs,
+    "minicpmo": MiniCPMVRule.from_configs,
     "nvlm_d": NVLMRule.from_nvlm_configs,
     "nemotron_vl": NemotronVLRule.from_nemotron_configs,
     "nano_nemotron_vl": nano_nemotron_vl.from_configs,
@@ -171,6 +172,7 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "minicpmv4_6": MINICPMV4_6_KNOBS,
     "minicpmv4_7": MINICPMV4_6_KNOBS,
     "minicpmv": MINICPMV_KNOBS,
+    "minicpmo": MINICPMV_KNOBS,
     "kimi_k25": KIMI_K25_KNOBS,  # priced as vLLM prices them: ignored
     "lfm2_vl": LFM2_VL_KNOBS,
     "phi4mm": PHI4MM_KNOBS,
@@ -179,7 +181,7 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg; and
-# Kimi-VL, Keye, Phi-4-multimodal and MiniCPM-V 2.6-4.5, whose remote processor
+# Kimi-VL, Keye, Phi-4-multimodal and MiniCPM-V 2.6-4.5 / MiniCPM-o 2.6, whose remote processor
 # (not run here) receives every kwarg: none is priced beyond the knobs vLLM's own count reads
 # (Phi-4-multimodal's dynamic_hd) or the remote processor's grid does (MiniCPM's).
 KNOBS_ONLY = frozenset(
@@ -193,6 +195,7 @@ KNOBS_ONLY = frozenset(
         "keye",
         "phi4mm",
         "minicpmv",
+        "minicpmo",
     }
 )
 # Families whose vLLM processor reads a knob under images_kwargs before the top level's
@@ -204,15 +207,16 @@ NO_PIXEL_BOUNDS = frozenset({"cosmos3_edge"})
 # Families whose vLLM count reads their knobs at the top level of the kwargs only (for
 # Phi-4-multimodal: the remote image processor's attribute, set at load from those; for
 # Cohere2Vision: get_number_of_image_patches over the merged kwargs' top level).
-# MiniCPM-V 2.6-4.5: the remote image processor's attributes, set at load from
+# MiniCPM-V 2.6-4.5 / MiniCPM-o 2.6: the remote image processor's attributes, set at load from
 # those; vLLM hands images_kwargs to it as one unknown key, which it drops.
-TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm", "cohere2_vision", "minicpmv"})
+TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm", "cohere2_vision", "minicpmv", "minicpmo"})
 # Families whose rule prices some of their architecture's checkpoints only: why it declines
 # the others (None where it prices it). A declined checkpoint is priced by the engine under
 # SIDECAR_PRICING auto / engine, and stops start-up otherwise, as an architecture without a
 # rule does.
 RULE_DECLINES: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
     "minicpmv": minicpmv_declines,
+    "minicpmo": minicpmo_declines,
 }
 
 

@@ -635,6 +635,15 @@ _TABLE: tuple[Architecture, ...] = (
         "px, 64 tokens each, <image_id>/<slice> markup); 2.0 / 2.5 priced by the engine",
         proof=BY_PLACEHOLDER_STANDIN,
     ),
+    _rule(
+        "MiniCPMO",
+        "minicpmo",
+        "minicpmo",
+        "minicpmo",
+        note="2.6: MiniCPMV 2.6's image path (MiniCPMOProcessingInfo inherits it); 4.5 "
+        "priced by the engine; audio keeps the per-item allowance",
+        proof=BY_PLACEHOLDER_STANDIN,
+    ),
     # --- Kimi-K2.5 / K2.6, Kimi-VL (MoonViT) ----------------------------------------------------
     _rule(
         "KimiK25ForConditionalGeneration",
@@ -758,12 +767,6 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("KimiK3ForConditionalGeneration", "vllm.models.kimi_k3"),
     _engine("MiMoV2OmniForCausalLM", "mimo_v2_omni"),
     _engine("MiniMaxM3SparseForConditionalGeneration", "vllm.models.minimax_m3"),
-    _engine(
-        "MiniCPMO",
-        "minicpmo",
-        "image path as MiniCPMV 2.6's (MiniCPMOProcessingInfo inherits it), but its vendored "
-        "processor needs the remote tokenizer's and audio extractor's code: not yet proven",
-    ),
     _engine(
         "MiniCPMOcrForConditionalGeneration",
         "minicpm_ocr",

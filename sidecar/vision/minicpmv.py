@@ -1,9 +1,10 @@
-"""MiniCPM-V 2.6 / 4.0 / 4.5: a source image plus up to ``max_slice_nums`` slices, each a
-fixed ``image_feature_size`` (64) tokens.
+"""MiniCPM-V 2.6 / 4.0 / 4.5 and MiniCPM-o 2.6: a source image plus up to ``max_slice_nums``
+slices, each a fixed ``image_feature_size`` (64) tokens.
 
 vLLM 0.33 (``minicpmv.py``, ``MiniCPMVMultiModalProcessor._get_prompt_updates``) replaces
 each image with the text of ``get_slice_image_placeholder(size, image_idx=N,
-use_image_id=True)``, encoded by the tokenizer. For versions 2.6, 4.0 and 4.5 that text
+use_image_id=True)``, encoded by the tokenizer (MiniCPM-o's ``MiniCPMOProcessingInfo``
+inherits the image path). For versions 2.6, 4.0 and 4.5 that text
 comes from the checkpoint's remote image processor (``image_processing_minicpmv.py``), built
 with the server's kwargs set on it:
 
@@ -18,7 +19,8 @@ with the server's kwargs set on it:
 The resampler makes exactly ``F`` embeddings of any part, whatever its size, so no size is
 refused below vLLM's decode limit; the most an image costs is ``max_slice_nums`` slices in one
 column (``max_slice_nums - 1`` newlines). Versions 2.0 and 2.5 go through the older remote
-processor's API: ``minicpmv_declines`` names them, and they stay priced by the engine.
+processor's API, and MiniCPM-o 4.5 has its own: ``minicpmv_declines`` /
+``minicpmo_declines`` name them, and they stay priced by the engine.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ DEFAULT_SCALE_RESOLUTION_PX = 448
 DEFAULT_IMAGE_FEATURE_SIZE = 64
 # The config.json versions whose prompt vLLM builds with the 2.6-style remote image processor.
 MINICPMV_VERSIONS = frozenset({(2, 6), (4, 0), (4, 5)})
+MINICPMO_VERSIONS = frozenset({(2, 6)})
 
 
 def config_version(config: Mapping[str, Any]) -> tuple[int, ...] | None:
@@ -75,6 +78,12 @@ def _declines(config: Mapping[str, Any], versions: frozenset[tuple[int, ...]]) -
 def minicpmv_declines(config: Mapping[str, Any]) -> str | None:
     """Why the rule does not price this ``MiniCPMV`` checkpoint, or None where it does."""
     return _declines(config, MINICPMV_VERSIONS)
+
+
+def minicpmo_declines(config: Mapping[str, Any]) -> str | None:
+    """Why the rule does not price this ``MiniCPMO`` checkpoint (4.5's image processor is not
+    proven here), or None where it does."""
+    return _declines(config, MINICPMO_VERSIONS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -364,6 +364,22 @@ FAMILIES = (
         "minicpmv2.6-image-10", family_dirs.write_minicpmv_dir, "minicpmv-image-10",
         family_dirs.MINICPMV_PROMPT, image_index=10,
     ),
+    # MiniCPM-o 2.6: MiniCPM-V 2.6's image path, through vLLM's copy of the omni processor
+    # (over stand-ins for the remote tokenizer and processor as well).
+    Family(
+        "minicpmo2.6", lambda directory: family_dirs.write_minicpmv_dir(directory, omni=True),
+        "minicpmv", family_dirs.MINICPMV_PROMPT, apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "minicpmo2.6-max_slice_nums-4",
+        lambda directory: family_dirs.write_minicpmv_dir(directory, omni=True), "minicpmv",
+        family_dirs.MINICPMV_PROMPT, {"max_slice_nums": 4},
+    ),
+    Family(
+        "minicpmo2.6-image-10",
+        lambda directory: family_dirs.write_minicpmv_dir(directory, omni=True),
+        "minicpmv-image-10", family_dirs.MINICPMV_PROMPT, image_index=10,
+    ),
     # NVLM-D: InternVL chat's knobs; the tile tags counted by the checkpoint's tokenizer.
     Family(
         "nvlm-d", family_dirs.write_nvlm_d_dir, "nvlm_d", family_dirs.NVLM_PROMPT,

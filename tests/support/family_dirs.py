@@ -2534,11 +2534,59 @@ class MiniCPMVProcessor(ProcessorMixin):
 """
 
 
+# MiniCPM-o 2.6's remote config, tokenizer and processor, cut to what vLLM reads: the
+# audio pooling, the tokenizer's markup ids (vLLM's copy of the processor bounds images,
+# audio and speakers with them) and the Whisper feature extractor beside the image processor.
+MINICPMO_SPECIAL = (
+    "<audio>", "</audio>", "<|audio_start|>", "<|audio_end|>", "<|spk_bos|>", "<|spk_eos|>",
+)  # fmt: skip
+_MINICPMO_CONFIG_MODULE = (
+    _MINICPMV_CONFIG_MODULE.replace("MiniCPMVConfig", "MiniCPMOConfig").replace(
+        '"minicpmv"', '"minicpmo"'
+    )
+    + """
+        self.audio_pool_step = kwargs.get("audio_pool_step", 2)
+        self.audio_chunk_length = kwargs.get("audio_chunk_length", 1.0)
+"""
+)
+_MINICPMO_TOKENIZER_MODULE = """
+from transformers import PreTrainedTokenizerFast
+
+
+class MiniCPMOTokenizerFast(PreTrainedTokenizerFast):
+    def _id(self, token):
+        return self.convert_tokens_to_ids(token)
+
+    im_start_id = property(lambda self: self._id("<image>"))
+    im_end_id = property(lambda self: self._id("</image>"))
+    slice_start_id = property(lambda self: self._id("<slice>"))
+    slice_end_id = property(lambda self: self._id("</slice>"))
+    audio_start_id = property(lambda self: self._id("<|audio_start|>"))
+    audio_end_id = property(lambda self: self._id("<|audio_end|>"))
+    spk_start_id = property(lambda self: self._id("<|spk_bos|>"))
+    spk_end_id = property(lambda self: self._id("<|spk_eos|>"))
+"""
+_MINICPMO_PROCESSOR_MODULE = """
+from transformers.processing_utils import ProcessorMixin
+
+
+class MiniCPMOProcessor(ProcessorMixin):
+    attributes = ["image_processor", "feature_extractor", "tokenizer"]
+    image_processor_class = "AutoImageProcessor"
+    feature_extractor_class = "WhisperFeatureExtractor"
+    tokenizer_class = "AutoTokenizer"
+
+    def __init__(self, image_processor=None, feature_extractor=None, tokenizer=None, **kwargs):
+        super().__init__(image_processor, feature_extractor, tokenizer)
+"""
+
+
 def write_minicpmv_dir(
     directory: Path,
     *,
     version: float = 2.6,
     query_num: int = 64,
+    omni: bool = False,
     **image_processor: Any,
 ) -> Path:
     """openbmb/MiniCPM-V-2_6 (``version`` 4.0: MiniCPM-V-4, 4.5: MiniCPM-V-4_5): a SigLIP
@@ -2548,11 +2596,18 @@ def write_minicpmv_dir(
     image_feature_size 64, slice_mode and use_image_id true, the <image>/<slice>/<image_id>
     markup), as recalled from their public files, which cannot be read here; config.json's
     version, query_num and image_size are theirs, over a small Qwen2 text tower (4.0's is
-    MiniCPM4, 4.5's Qwen3: only the processor runs). The remote code is a stand-in."""
+    MiniCPM4, 4.5's Qwen3: only the processor runs). The remote code is a stand-in.
+    ``omni``: openbmb/MiniCPM-o-2_6 (``MiniCPMO``), the same image processor values."""
+    tokenizer_map = (
+        {"auto_map": {"AutoTokenizer": [None, "tokenization_minicpmo_fast.MiniCPMOTokenizerFast"]}}
+        if omni
+        else {}
+    )
     vocab = write_tokenizer(
         directory,
-        MINICPMV_SPECIAL,
+        (*MINICPMV_SPECIAL, *(MINICPMO_SPECIAL if omni else ())),
         {
+            **tokenizer_map,
             "tokenizer_class": "PreTrainedTokenizerFast",
             "unk_token": "<unk>",
             # vLLM's copy of the processor prefixes its own prompt (discarded) with a bos id
@@ -2571,9 +2626,13 @@ def write_minicpmv_dir(
         directory,
         "config.json",
         {
-            "architectures": ["MiniCPMV"],
-            "model_type": "minicpmv",
-            "auto_map": {"AutoConfig": "configuration_minicpm.MiniCPMVConfig"},
+            "architectures": ["MiniCPMO" if omni else "MiniCPMV"],
+            "model_type": "minicpmo" if omni else "minicpmv",
+            "auto_map": {
+                "AutoConfig": "configuration_minicpm."
+                + ("MiniCPMOConfig" if omni else "MiniCPMVConfig")
+            },
+            **({"audio_pool_step": 2, "audio_chunk_length": 1.0} if omni else {}),
             "version": version,
             "query_num": query_num,
             "image_size": 448,
@@ -2597,11 +2656,18 @@ def write_minicpmv_dir(
             },
         },
     )
-    (directory / "configuration_minicpm.py").write_text(_MINICPMV_CONFIG_MODULE)
+    (directory / "configuration_minicpm.py").write_text(
+        _MINICPMO_CONFIG_MODULE if omni else _MINICPMV_CONFIG_MODULE
+    )
     (directory / "image_processing_minicpmv.py").write_text(_MINICPMV_IMAGE_PROCESSOR_MODULE)
-    (directory / "processing_minicpmv.py").write_text(_MINICPMV_PROCESSOR_MODULE)
+    processor_class = "MiniCPMOProcessor" if omni else "MiniCPMVProcessor"
+    if omni:
+        (directory / "processing_minicpmo.py").write_text(_MINICPMO_PROCESSOR_MODULE)
+        (directory / "tokenization_minicpmo_fast.py").write_text(_MINICPMO_TOKENIZER_MODULE)
+    else:
+        (directory / "processing_minicpmv.py").write_text(_MINICPMV_PROCESSOR_MODULE)
     auto_map = {
-        "AutoProcessor": "processing_minicpmv.MiniCPMVProcessor",
+        "AutoProcessor": f"processing_minicpm{'o' if omni else 'v'}.{processor_class}",
         "AutoImageProcessor": "image_processing_minicpmv.MiniCPMVImageProcessor",
     }
     write_json(
@@ -2610,7 +2676,7 @@ def write_minicpmv_dir(
         {
             "auto_map": auto_map,
             "image_processor_type": "MiniCPMVImageProcessor",
-            "processor_class": "MiniCPMVProcessor",
+            "processor_class": processor_class,
             "max_slice_nums": 9,
             "scale_resolution": 448,
             "patch_size": 14,
@@ -2633,6 +2699,6 @@ def write_minicpmv_dir(
     write_json(
         directory,
         "processor_config.json",
-        {"auto_map": auto_map, "processor_class": "MiniCPMVProcessor"},
+        {"auto_map": auto_map, "processor_class": processor_class},
     )
     return directory

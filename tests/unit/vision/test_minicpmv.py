@@ -1,4 +1,4 @@
-"""MiniCPM-V 2.6 / 4.0 / 4.5: a source image and up to max_slice_nums slices of 64 tokens each.
+"""MiniCPM-V 2.6 / 4.0 / 4.5, MiniCPM-o 2.6: a source image and up to max_slice_nums slices.
 
 The figures are vLLM 0.33's (its prompt update over a stand-in for the checkpoint's remote
 image processor, read in the renderer tier: tests/renderer/test_new_families.py).
@@ -112,3 +112,18 @@ def test_a_downscale_lands_within_the_budget(v26_dir: Path) -> None:
     minicpm = rule(v26_dir)
     size = minicpm.downscale_size(4000, 3000, max_tokens=300, max_pixels=None)
     assert minicpm.image_tokens(*size).tokens <= 300
+
+
+def test_minicpm_o_2_6_images_are_minicpm_v_2_6s(tmp_path: Path, v26_dir: Path) -> None:
+    omni = write_minicpmv_dir(tmp_path / "o2_6", omni=True)
+    assert rule(omni) == MiniCPMVRule("minicpmo", 448, 9, 64)
+    assert rule(omni).image_tokens(3000, 1000) == rule(v26_dir).image_tokens(3000, 1000)
+
+
+def test_minicpm_o_4_5_is_left_to_the_engine(tmp_path: Path) -> None:
+    directory = write_minicpmv_dir(tmp_path, version=4.5, omni=True)
+    with pytest.raises(ConfigurationError, match=r"version \(4, 5\)"):
+        load_profile(str(directory))
+    assert load_profile(str(directory), engine_only=True).architecture.support is (
+        Support.NEEDS_ENGINE
+    )

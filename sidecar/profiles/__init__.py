@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.errors import ConfigurationError
-from sidecar.profiles.architectures import Architecture, Support, resolve_architecture
+from sidecar.profiles.architectures import (
+    ENGINE_PRICING_HINT,
+    Architecture,
+    Support,
+    resolve_architecture,
+)
 from sidecar.profiles.builtins import BUILTIN_MODELS
 from sidecar.profiles.kv_geometry import (
     GDN_PREFILL_CHECKPOINT_TOKENS,
@@ -57,6 +62,8 @@ from sidecar.vision.keye import KeyeRule
 from sidecar.vision.lfm2_vl import PROCESSOR_KNOBS as LFM2_VL_KNOBS
 from sidecar.vision.lfm2_vl import Lfm2VlRule
 from sidecar.vision.llama4 import Llama4Rule
+from sidecar.vision.minicpmv import PROCESSOR_KNOBS as MINICPMV_KNOBS
+from sidecar.vision.minicpmv import MiniCPMVRule, minicpmo_declines, minicpmv_declines
 from sidecar.vision.minicpmv4_6 import PROCESSOR_KNOBS as MINICPMV4_6_KNOBS
 from sidecar.vision.minicpmv4_6 import MiniCPMV4_6Rule
 from sidecar.vision.molmo2 import PROCESSOR_KNOBS as MOLMO2_KNOBS
@@ -143,6 +150,8 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "deepseek_vl2": DeepseekVL2Rule.from_configs,
     "minicpmv4_6": MiniCPMV4_6Rule.from_configs,
     "minicpmv4_7": MiniCPMV4_6Rule.from_minicpmv4_7_configs,
+    "minicpmv": MiniCPMVRule.from_configs,
+    "minicpmo": MiniCPMVRule.from_configs,
     "nvlm_d": NVLMRule.from_nvlm_configs,
     "nemotron_vl": NemotronVLRule.from_nemotron_configs,
     "nano_nemotron_vl": nano_nemotron_vl.from_configs,
@@ -178,6 +187,8 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "deepseek_ocr2": DEEPSEEK_OCR_KNOBS,
     "minicpmv4_6": MINICPMV4_6_KNOBS,
     "minicpmv4_7": MINICPMV4_6_KNOBS,
+    "minicpmv": MINICPMV_KNOBS,
+    "minicpmo": MINICPMV_KNOBS,
     "kimi_k25": KIMI_K25_KNOBS,  # priced as vLLM prices them: ignored
     "lfm2_vl": LFM2_VL_KNOBS,
     "phi4mm": PHI4MM_KNOBS,
@@ -189,10 +200,11 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
 
 
 # Families whose vLLM processor takes exactly their knobs and fails on any other kwarg; and
-# Kimi-VL, Keye, Phi-4-multimodal, Phi-3-Vision, Molmo and ERNIE-4.5-VL, whose remote
-# processor (not run here) receives every kwarg: none is priced beyond the knobs the count reads
-# (Phi-4-multimodal's dynamic_hd, Phi-3-Vision's num_crops, ERNIE-4.5-VL's image_min_pixels /
-# image_max_pixels).
+# Kimi-VL, Keye, Phi-4-multimodal, Phi-3-Vision, Molmo, ERNIE-4.5-VL and MiniCPM-V 2.6-4.5 /
+# MiniCPM-o 2.6, whose remote processor (not run here) receives every kwarg: none is priced
+# beyond the knobs the count reads (Phi-4-multimodal's dynamic_hd, Phi-3-Vision's num_crops,
+# ERNIE-4.5-VL's image_min_pixels / image_max_pixels) or the remote processor's grid does
+# (MiniCPM's).
 KNOBS_ONLY = frozenset(
     {
         "internvl_chat",
@@ -207,6 +219,8 @@ KNOBS_ONLY = frozenset(
         "molmo",
         "ernie45_vl",
         "phi3v",
+        "minicpmv",
+        "minicpmo",
     }
 )
 # Families whose vLLM processor reads a knob under images_kwargs before the top level's
@@ -217,8 +231,20 @@ SCOPED_FIRST = frozenset({"minicpmv4_6", "minicpmv4_7", "cosmos3_edge"})
 NO_PIXEL_BOUNDS = frozenset({"cosmos3_edge"})
 # Families whose vLLM count reads their knobs at the top level of the kwargs only (for
 # Phi-4-multimodal, Phi-3-Vision and Molmo 2: the processor's attributes, set at load from
-# those; for Cohere2Vision: get_number_of_image_patches over the merged kwargs' top level).
-TOP_LEVEL_ONLY = frozenset({"lfm2_vl", "phi4mm", "phi3v", "cohere2_vision", "molmo2", "ernie45_vl"})
+# those; for Cohere2Vision: get_number_of_image_patches over the merged kwargs' top level;
+# MiniCPM-V 2.6-4.5 / MiniCPM-o 2.6: the remote image processor's attributes, set at load from
+# those; vLLM hands images_kwargs to it as one unknown key, which it drops).
+TOP_LEVEL_ONLY = frozenset(
+    {"lfm2_vl", "phi4mm", "phi3v", "cohere2_vision", "molmo2", "ernie45_vl", "minicpmv", "minicpmo"}
+)
+# Families whose rule prices some of their architecture's checkpoints only: why it declines
+# the others (None where it prices it). A declined checkpoint is priced by the engine under
+# SIDECAR_PRICING auto / engine, and stops start-up otherwise, as an architecture without a
+# rule does.
+RULE_DECLINES: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
+    "minicpmv": minicpmv_declines,
+    "minicpmo": minicpmo_declines,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,6 +440,18 @@ def profile_from_configs(
         rule = architecture.rule or ""
         factory = VISION_RULES[rule]
         config = architecture.model_config(config)
+        declines = RULE_DECLINES.get(rule)
+        declined = None if declines is None else declines(config)
+        if declined is not None and not engine_only:
+            raise ConfigurationError(
+                f"model {name!r} is {architecture.name}, whose rule does not price it "
+                f"({declined}): {ENGINE_PRICING_HINT}"
+            )
+        if declined is not None:
+            architecture = replace(
+                architecture, support=Support.NEEDS_ENGINE, rule=None, note=declined, proof=""
+            )
+            rule, factory = architecture.name, _engine_only_rule
     text = text_config(config)
     # Engine-priced: vLLM counts with its own kwargs, so the sidecar has no knob to price.
     knobs = (

@@ -143,6 +143,10 @@ BY_COUNT_STANDIN = (
     "vLLM 0.33's count (tests/renderer/test_new_families.py); the remote image processor "
     "it reads is a stand-in, not run here"
 )
+BY_PLACEHOLDER_STANDIN = (
+    "vLLM 0.33's prompt update (tests/renderer/test_new_families.py) over a stand-in for the "
+    "remote image processor that writes the placeholder, from its public source, not run here"
+)
 
 _INHERITS = "its ProcessingInfo inherits {}, with changes not yet proven"
 # vLLM's count is the Qwen one, but the image processor whose size and image_grid_thw it
@@ -652,6 +656,26 @@ _TABLE: tuple[Architecture, ...] = (
         note="4.6's count; max_slice_nums from config.json unless the server sets it",
         proof=BY_NEW_FAMILIES,
     ),
+    # --- MiniCPM-V 2.6 / 4.0 / 4.5, MiniCPM-o 2.6 ------------------------------------------------
+    _rule(
+        "MiniCPMV",
+        "minicpmv",
+        "minicpmv",
+        "minicpmv",
+        note="2.6 / 4.0 / 4.5: vLLM's prompt update over the remote image processor's "
+        "get_slice_image_placeholder (a source image and up to max_slice_nums slices of ~448² "
+        "px, 64 tokens each, <image_id>/<slice> markup); 2.0 / 2.5 priced by the engine",
+        proof=BY_PLACEHOLDER_STANDIN,
+    ),
+    _rule(
+        "MiniCPMO",
+        "minicpmo",
+        "minicpmo",
+        "minicpmo",
+        note="2.6: MiniCPMV 2.6's image path (MiniCPMOProcessingInfo inherits it); 4.5 "
+        "priced by the engine; audio keeps the per-item allowance",
+        proof=BY_PLACEHOLDER_STANDIN,
+    ),
     # --- Kimi-K2.5 / K2.6, Kimi-VL (MoonViT) ----------------------------------------------------
     _rule(
         "KimiK25ForConditionalGeneration",
@@ -890,20 +914,9 @@ _TABLE: tuple[Architecture, ...] = (
         "rules",
     ),
     _engine(
-        "MiniCPMO",
-        "minicpmo",
-        "image path as MiniCPMV's: counted by the checkpoint's remote image processor",
-    ),
-    _engine(
         "MiniCPMOcrForConditionalGeneration",
         "minicpm_ocr",
         "an unsliced image's resize tier is picked from its pixels (Otsu threshold), not its size",
-    ),
-    _engine(
-        "MiniCPMV",
-        "minicpmv",
-        "2.6 / 4.0 / 4.5: vLLM leaves the grid and markup to the checkpoint's remote "
-        "image_processing_minicpmv.py, not available here to prove a rule against",
     ),
     _engine(
         "Moondream3ForCausalLM",

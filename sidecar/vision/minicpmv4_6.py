@@ -64,8 +64,17 @@ def ensure_divide(length: float, divisor: int) -> int:
     return max(round(length / divisor) * divisor, divisor)
 
 
-def sliced_grid(height_px: int, width_px: int, max_slice_nums: int, scale_px: int) -> Grid | None:
-    """``MiniCPMV4_6ImageProcessor.get_sliced_grid``, float for float."""
+def sliced_grid(
+    height_px: int,
+    width_px: int,
+    max_slice_nums: int,
+    scale_px: int,
+    *,
+    first_on_tie: bool = False,
+) -> Grid | None:
+    """``get_sliced_grid``, float for float: ``MiniCPMV4_6ImageProcessor``'s by default (rows
+    ascending, ties to more rows); with ``first_on_tie`` the older checkpoints' remote
+    ``image_processing_minicpmv.py`` (columns ascending, the first grid of least error kept)."""
     log_ratio = math.log(width_px / height_px)
     ratio = width_px * height_px / (scale_px * scale_px)
     multiple = min(math.ceil(ratio), max_slice_nums)
@@ -76,14 +85,23 @@ def sliced_grid(height_px: int, width_px: int, max_slice_nums: int, scale_px: in
     for num_slices in (multiple - 1, multiple, multiple + 1):
         if num_slices == 1 or num_slices > max_slice_nums:
             continue
-        for rows in range(1, num_slices + 1):
-            if num_slices % rows == 0:
-                error = abs(log_ratio - math.log((num_slices // rows) / rows))
-                if error < min_error:
-                    best, min_error = (rows, num_slices // rows), error
-                elif error == min_error and rows > best[0]:
-                    best = (rows, num_slices // rows)
+        for factor in range(1, num_slices + 1):
+            if num_slices % factor:
+                continue
+            rows = num_slices // factor if first_on_tie else factor
+            columns = num_slices // rows
+            error = abs(log_ratio - math.log(columns / rows))
+            if error < min_error:
+                best, min_error = (rows, columns), error
+            elif not first_on_tie and error == min_error and rows > best[0]:
+                best = (rows, columns)
     return best
+
+
+def image_id_extra_tokens(index: int) -> int:
+    """What the image's place in the request (0-based) adds over the first image's: the extra
+    digits of its ``<image_id>``, one token each (Qwen's tokenizer spells digits singly)."""
+    return len(str(index)) - 1
 
 
 def best_resize(
@@ -186,9 +204,8 @@ class MiniCPMV4_6Rule(TiledDownscale):
 
     @staticmethod
     def image_index_tokens(index: int) -> int:
-        """What the image's place in the request (0-based) adds over the first image's: the
-        extra digits of its ``<image_id>``, one token each."""
-        return len(str(index)) - 1
+        """The extra digits of the image's ``<image_id>`` (``image_id_extra_tokens``)."""
+        return image_id_extra_tokens(index)
 
     def max_part_tokens(self) -> int:
         """Tokens no part (the source image or one slice) of a decodable image exceeds.

@@ -343,6 +343,68 @@ FAMILIES = (
         "minicpmv4.7-max_slice_nums-4", family_dirs.write_minicpmv4_7_dir, "minicpmv4_6",
         family_dirs.MINICPMV4_6_PROMPT, {"max_slice_nums": 4},
     ),
+    # MiniCPM-V 2.6 / 4.0 / 4.5: vLLM's prompt update over a stand-in for the checkpoint's
+    # remote image processor (tests.support.family_dirs: its grid and placeholder text). The
+    # server's kwargs are set on it at load, images_kwargs dropped whole.
+    Family(
+        "minicpmv2.6", family_dirs.write_minicpmv_dir, "minicpmv", family_dirs.MINICPMV_PROMPT,
+        apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "minicpmv4.0", lambda directory: family_dirs.write_minicpmv_dir(directory, version=4.0),
+        "minicpmv", family_dirs.MINICPMV_PROMPT, apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "minicpmv4.5", lambda directory: family_dirs.write_minicpmv_dir(directory, version=4.5),
+        "minicpmv", family_dirs.MINICPMV_PROMPT, apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "minicpmv2.6-max_slice_nums-4", family_dirs.write_minicpmv_dir, "minicpmv",
+        family_dirs.MINICPMV_PROMPT, {"max_slice_nums": 4},
+    ),
+    Family(
+        "minicpmv2.6-scale_resolution-336", family_dirs.write_minicpmv_dir, "minicpmv",
+        family_dirs.MINICPMV_PROMPT, {"scale_resolution": 336},
+    ),
+    # vLLM's prompt writes the id whatever use_image_id says.
+    Family(
+        "minicpmv2.6-use_image_id-off", family_dirs.write_minicpmv_dir, "minicpmv",
+        family_dirs.MINICPMV_PROMPT, {"use_image_id": False},
+    ),
+    Family(
+        "minicpmv4.5-preprocessor-max_slice_nums-2-scale-560",
+        lambda directory: family_dirs.write_minicpmv_dir(
+            directory, version=4.5, max_slice_nums=2, scale_resolution=560
+        ),
+        "minicpmv", family_dirs.MINICPMV_PROMPT,
+    ),
+    Family(
+        "minicpmv2.6-images_kwargs-max_slice_nums-4", family_dirs.write_minicpmv_dir,
+        "minicpmv", family_dirs.MINICPMV_PROMPT, {"images_kwargs": {"max_slice_nums": 4}},
+        refused_at_start="images_kwargs", kwargs_dropped=True,
+    ),
+    # The 11th image of a request: <image_id>10</image_id> spells two digits (the full path
+    # processes 11 images in one prompt).
+    Family(
+        "minicpmv2.6-image-10", family_dirs.write_minicpmv_dir, "minicpmv-image-10",
+        family_dirs.MINICPMV_PROMPT, image_index=10,
+    ),
+    # MiniCPM-o 2.6: MiniCPM-V 2.6's image path, through vLLM's copy of the omni processor
+    # (over stand-ins for the remote tokenizer and processor as well).
+    Family(
+        "minicpmo2.6", lambda directory: family_dirs.write_minicpmv_dir(directory, omni=True),
+        "minicpmv", family_dirs.MINICPMV_PROMPT, apply_sizes=APPLY_SIZES,
+    ),
+    Family(
+        "minicpmo2.6-max_slice_nums-4",
+        lambda directory: family_dirs.write_minicpmv_dir(directory, omni=True), "minicpmv",
+        family_dirs.MINICPMV_PROMPT, {"max_slice_nums": 4},
+    ),
+    Family(
+        "minicpmo2.6-image-10",
+        lambda directory: family_dirs.write_minicpmv_dir(directory, omni=True),
+        "minicpmv-image-10", family_dirs.MINICPMV_PROMPT, image_index=10,
+    ),
     # NVLM-D: InternVL chat's knobs; the tile tags counted by the checkpoint's tokenizer.
     Family(
         "nvlm-d", family_dirs.write_nvlm_d_dir, "nvlm_d", family_dirs.NVLM_PROMPT,

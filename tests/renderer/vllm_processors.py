@@ -345,6 +345,22 @@ def _minicpmv4_6(processor: Any, image_index: int = 0) -> Count:
     return count
 
 
+def _minicpmv(processor: Any, image_index: int = 0) -> Count:
+    # MiniCPMVMultiModalProcessor._get_prompt_updates.get_image_replacement: the placeholder
+    # text get_image_prompt_texts asks of the image processor (the checkpoint's remote one; a
+    # stand-in here) for the image at ``image_index``, encoded by the tokenizer.
+    from vllm.multimodal.parse import ImageSize
+    from vllm.multimodal.processing.processor import cached_encode
+
+    tokenizer = processor.info.get_tokenizer()
+
+    def count(width: int, height: int) -> int:
+        text = processor.get_image_prompt_texts(ImageSize(width=width, height=height), image_index)
+        return len(cached_encode(tokenizer, text, add_special_tokens=False))
+
+    return count
+
+
 class _Sized:
     """An image as far as a count reads it: its size (PIL's ``(width, height)``)."""
 
@@ -598,6 +614,8 @@ COUNTS: dict[str, Callable[[Any], Count]] = {
     "deepseek_vl2_uncropped": _deepseek_vl2(cropping=False),
     "minicpmv4_6": _minicpmv4_6,
     "minicpmv4_6-image-12": lambda processor: _minicpmv4_6(processor, image_index=12),
+    "minicpmv": _minicpmv,
+    "minicpmv-image-10": lambda processor: _minicpmv(processor, image_index=10),
     "lfm2_vl": _lfm2_vl,
     "kimi_vl": _kimi_vl,
     "keye": _keye,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
 from sidecar.vision import VLLM_MAX_IMAGE_PIXELS
 
@@ -3377,5 +3377,345 @@ def write_phi3v_dir(directory: Path, *, num_crops: int = 4, **image_processor: A
             "processor_class": "Phi3VProcessor",
             **image_processor,
         },
+    )
+    return directory
+
+
+# -- MiniCPM-V 2.6 / 4.0 / 4.5 (MiniCPMV) ------------------------------------------------------
+
+MINICPMV_SPECIAL = (
+    "<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "</image>", "<slice>",
+    "</slice>", "<image_id>", "</image_id>", "<video>", "</video>",
+)  # fmt: skip
+MINICPMV_PROMPT = "hello (<image>./</image>) describe"
+# The digits of the image id and the newline between slice rows are one token each, as in
+# Qwen's tokenizer; "(", "./" and ")" make the template's (<image>./</image>) tokens.
+MINICPMV_ADDED = ("\n", *"0123456789", "(", "./", ")")
+
+# The checkpoint's remote config (configuration_minicpm.py), cut to the fields vLLM reads
+# (version, query_num, image_size) over a Qwen2 text tower.
+_MINICPMV_CONFIG_MODULE = """
+from transformers import Qwen2Config
+
+
+class MiniCPMVConfig(Qwen2Config):
+    model_type = "minicpmv"
+
+    def __init__(self, version=2.6, query_num=64, image_size=448, slice_config=None,
+                 vision_config=None, use_image_id=True, **kwargs):
+        super().__init__(**kwargs)
+        self.version = version
+        self.query_num = query_num
+        self.image_size = image_size
+        self.slice_config = slice_config or {}
+        self.vision_config = vision_config or {}
+        self.use_image_id = use_image_id
+"""
+
+# A stand-in for the checkpoint's remote image_processing_minicpmv.py, which cannot be fetched
+# here: written from the public MiniCPM-o-2_6 copy of it (the same code vLLM calls for V 2.6,
+# 4.0 and 4.5), keeping what reaches the prompt: the attributes set from the file and the
+# server's kwargs, get_sliced_grid (columns ascending, the first grid of least error),
+# get_slice_image_placeholder (<image_id>N</image_id>, <image> + image_feature_size <unk> +
+# </image>, with slice_mode each row of <slice>...</slice> joined by newlines), and the parts
+# preprocess makes (the source image, then the slices). Its pixel values are placeholders of
+# the right count; tgt_sizes follow the remote find_best_resize / get_refine_size sizes.
+_MINICPMV_IMAGE_PROCESSOR_MODULE = """
+import math
+
+import torch
+from transformers import BatchFeature
+from transformers.image_processing_utils import BaseImageProcessor
+
+
+def _round_to(length, unit):
+    return max(round(length / unit) * unit, unit)
+
+
+class MiniCPMVImageProcessor(BaseImageProcessor):
+    model_input_names = ["pixel_values"]
+
+    def __init__(self, max_slice_nums=9, scale_resolution=448, patch_size=14, **kwargs):
+        self.use_image_id = kwargs.pop("use_image_id", False)
+        self.image_feature_size = kwargs.pop("image_feature_size", 64)
+        self.im_start_token = kwargs.pop("im_start", "<image>")
+        self.im_end_token = kwargs.pop("im_end", "</image>")
+        self.slice_start_token = kwargs.pop("slice_start", "<slice>")
+        self.slice_end_token = kwargs.pop("slice_end", "</slice>")
+        self.unk_token = kwargs.pop("unk", "<unk>")
+        self.im_id_start = kwargs.pop("im_id_start", "<image_id>")
+        self.im_id_end = kwargs.pop("im_id_end", "</image_id>")
+        self.slice_mode = kwargs.pop("slice_mode", True)
+        self.mean = kwargs.pop("norm_mean", [0.5, 0.5, 0.5])
+        self.std = kwargs.pop("norm_std", [0.5, 0.5, 0.5])
+        self.version = kwargs.pop("version", 2.0)
+        super().__init__(**kwargs)
+        self.max_slice_nums = max_slice_nums
+        self.scale_resolution = scale_resolution
+        self.patch_size = patch_size
+
+    def get_sliced_grid(self, image_size, max_slice_nums, nerver_split=False):
+        width, height = (int(side) for side in image_size)
+        log_ratio = math.log(width / height)
+        multiple = min(math.ceil(width * height / self.scale_resolution ** 2), max_slice_nums)
+        if multiple <= 1 or nerver_split:
+            return None
+        best, best_error = [1, 1], float("inf")
+        for count in (multiple - 1, multiple, multiple + 1):
+            if count == 1 or count > max_slice_nums:
+                continue
+            for columns in range(1, count + 1):
+                if count % columns == 0:
+                    error = abs(log_ratio - math.log(columns / (count // columns)))
+                    if error < best_error:
+                        best, best_error = [columns, count // columns], error
+        return best
+
+    def find_best_resize(self, size, allow_upscale=False):
+        width, height = size
+        scale = self.scale_resolution
+        if width * height > scale * scale or allow_upscale:
+            ratio = width / height
+            height = int(scale / math.sqrt(ratio))
+            width = int(height * ratio)
+        return _round_to(width, self.patch_size), _round_to(height, self.patch_size)
+
+    def get_slice_image_placeholder(self, image_size, image_idx=0, max_slice_nums=None,
+                                    use_image_id=None):
+        max_slice_nums = self.max_slice_nums if max_slice_nums is None else int(max_slice_nums)
+        assert max_slice_nums > 0
+        grid = self.get_sliced_grid(image_size, max_slice_nums)
+        text = self.im_start_token + self.unk_token * self.image_feature_size + self.im_end_token
+        use_image_id = self.use_image_id if use_image_id is None else bool(use_image_id)
+        if use_image_id:
+            text = f"{self.im_id_start}{image_idx}{self.im_id_end}" + text
+        if self.slice_mode and grid is not None:
+            part = (
+                self.slice_start_token + self.unk_token * self.image_feature_size
+                + self.slice_end_token
+            )
+            text += "\\n".join(part * grid[0] for _ in range(grid[1]))
+        return text
+
+    def _part_sizes(self, size, max_slice_nums):
+        if not self.slice_mode:
+            return [size]
+        grid = self.get_sliced_grid(size, max_slice_nums)
+        if grid is None:
+            return [self.find_best_resize(size, allow_upscale=True)]
+        columns, rows = grid
+        cell = self.find_best_resize(
+            (_round_to(size[0], columns) / columns, _round_to(size[1], rows) / rows),
+            allow_upscale=True,
+        )
+        return [self.find_best_resize(size)] + [cell] * (columns * rows)
+
+    def preprocess(self, images, do_pad=True, max_slice_nums=None, return_tensors=None,
+                   **kwargs):
+        if not isinstance(images, (list, tuple)):
+            images = [[images]]
+        elif images and not isinstance(images[0], (list, tuple)):
+            images = [images]
+        max_slice_nums = self.max_slice_nums if max_slice_nums is None else int(max_slice_nums)
+        assert max_slice_nums > 0
+        pixel_values, image_sizes, tgt_sizes = [], [], []
+        for group in images:
+            values, sizes, targets = [], [], []
+            for image in group:
+                sizes.append(torch.tensor(image.size))
+                for width, height in self._part_sizes(image.size, max_slice_nums):
+                    values.append(torch.zeros(3, self.patch_size, self.patch_size))
+                    targets.append([height // self.patch_size, width // self.patch_size])
+            pixel_values.append(values)
+            image_sizes.append(sizes)
+            tgt_sizes.append(torch.tensor(targets) if targets else [])
+        return BatchFeature(
+            data={"pixel_values": pixel_values, "image_sizes": image_sizes,
+                  "tgt_sizes": tgt_sizes},
+        )
+"""
+
+# The checkpoint's remote processing_minicpmv.py: vLLM takes only its tokenizer (the image
+# processor it builds from the image processor's own auto_map, the processor its own copy).
+_MINICPMV_PROCESSOR_MODULE = """
+from transformers.processing_utils import ProcessorMixin
+
+
+class MiniCPMVProcessor(ProcessorMixin):
+    attributes = ["image_processor", "tokenizer"]
+    image_processor_class = "AutoImageProcessor"
+    tokenizer_class = "AutoTokenizer"
+
+    def __init__(self, image_processor=None, tokenizer=None, **kwargs):
+        super().__init__(image_processor, tokenizer)
+"""
+
+
+# MiniCPM-o 2.6's remote config, tokenizer and processor, cut to what vLLM reads: the
+# audio pooling, the tokenizer's markup ids (vLLM's copy of the processor bounds images,
+# audio and speakers with them) and the Whisper feature extractor beside the image processor.
+MINICPMO_SPECIAL = (
+    "<audio>", "</audio>", "<|audio_start|>", "<|audio_end|>", "<|spk_bos|>", "<|spk_eos|>",
+)  # fmt: skip
+_MINICPMO_CONFIG_MODULE = (
+    _MINICPMV_CONFIG_MODULE.replace("MiniCPMVConfig", "MiniCPMOConfig").replace(
+        '"minicpmv"', '"minicpmo"'
+    )
+    + """
+        self.audio_pool_step = kwargs.get("audio_pool_step", 2)
+        self.audio_chunk_length = kwargs.get("audio_chunk_length", 1.0)
+"""
+)
+_MINICPMO_TOKENIZER_MODULE = """
+from transformers import PreTrainedTokenizerFast
+
+
+class MiniCPMOTokenizerFast(PreTrainedTokenizerFast):
+    def _id(self, token):
+        return self.convert_tokens_to_ids(token)
+
+    im_start_id = property(lambda self: self._id("<image>"))
+    im_end_id = property(lambda self: self._id("</image>"))
+    slice_start_id = property(lambda self: self._id("<slice>"))
+    slice_end_id = property(lambda self: self._id("</slice>"))
+    audio_start_id = property(lambda self: self._id("<|audio_start|>"))
+    audio_end_id = property(lambda self: self._id("<|audio_end|>"))
+    spk_start_id = property(lambda self: self._id("<|spk_bos|>"))
+    spk_end_id = property(lambda self: self._id("<|spk_eos|>"))
+"""
+_MINICPMO_PROCESSOR_MODULE = """
+from transformers.processing_utils import ProcessorMixin
+
+
+class MiniCPMOProcessor(ProcessorMixin):
+    attributes = ["image_processor", "feature_extractor", "tokenizer"]
+    image_processor_class = "AutoImageProcessor"
+    feature_extractor_class = "WhisperFeatureExtractor"
+    tokenizer_class = "AutoTokenizer"
+
+    def __init__(self, image_processor=None, feature_extractor=None, tokenizer=None, **kwargs):
+        super().__init__(image_processor, feature_extractor, tokenizer)
+"""
+
+
+def write_minicpmv_dir(
+    directory: Path,
+    *,
+    version: float = 2.6,
+    query_num: int = 64,
+    omni: bool = False,
+    **image_processor: Any,
+) -> Path:
+    """openbmb/MiniCPM-V-2_6 (``version`` 4.0: MiniCPM-V-4, 4.5: MiniCPM-V-4_5): a SigLIP
+    tower of 14 px patches and a resampler of ``query_num`` (64) queries over a source image
+    and up to 9 slices of about 448² px. preprocessor_config.json holds the values the three
+    checkpoints ship (max_slice_nums 9, scale_resolution 448, patch_size 14,
+    image_feature_size 64, slice_mode and use_image_id true, the <image>/<slice>/<image_id>
+    markup), as recalled from their public files, which cannot be read here; config.json's
+    version, query_num and image_size are theirs, over a small Qwen2 text tower (4.0's is
+    MiniCPM4, 4.5's Qwen3: only the processor runs). The remote code is a stand-in.
+    ``omni``: openbmb/MiniCPM-o-2_6 (``MiniCPMO``), the same image processor values."""
+    tokenizer_map = (
+        {"auto_map": {"AutoTokenizer": [None, "tokenization_minicpmo_fast.MiniCPMOTokenizerFast"]}}
+        if omni
+        else {}
+    )
+    vocab = write_tokenizer(
+        directory,
+        (*MINICPMV_SPECIAL, *(MINICPMO_SPECIAL if omni else ())),
+        {
+            **tokenizer_map,
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "unk_token": "<unk>",
+            # vLLM's copy of the processor prefixes its own prompt (discarded) with a bos id
+            "bos_token": "<|im_start|>",
+            "eos_token": "<|im_end|>",
+            "pad_token": "<|endoftext|>",
+        },
+        added_tokens=MINICPMV_ADDED,
+    )
+    # Decoded back without spaces, so vLLM's (<image>./</image>) round-trips as in the real
+    # tokenizer (vLLM adds a second target where it does not).
+    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    tokenizer.decoder = decoders.Fuse()
+    tokenizer.save(str(directory / "tokenizer.json"))
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": ["MiniCPMO" if omni else "MiniCPMV"],
+            "model_type": "minicpmo" if omni else "minicpmv",
+            "auto_map": {
+                "AutoConfig": "configuration_minicpm."
+                + ("MiniCPMOConfig" if omni else "MiniCPMVConfig")
+            },
+            **({"audio_pool_step": 2, "audio_chunk_length": 1.0} if omni else {}),
+            "version": version,
+            "query_num": query_num,
+            "image_size": 448,
+            "slice_config": {"max_slice_nums": 9, "patch_size": 14, "scale_resolution": 448},
+            "use_image_id": True,
+            "torch_dtype": "bfloat16",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "vocab_size": len(vocab) + 16,
+            "max_position_embeddings": 32768,
+            "vision_config": {
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "image_size": 980,
+                "patch_size": 14,
+            },
+        },
+    )
+    (directory / "configuration_minicpm.py").write_text(
+        _MINICPMO_CONFIG_MODULE if omni else _MINICPMV_CONFIG_MODULE
+    )
+    (directory / "image_processing_minicpmv.py").write_text(_MINICPMV_IMAGE_PROCESSOR_MODULE)
+    processor_class = "MiniCPMOProcessor" if omni else "MiniCPMVProcessor"
+    if omni:
+        (directory / "processing_minicpmo.py").write_text(_MINICPMO_PROCESSOR_MODULE)
+        (directory / "tokenization_minicpmo_fast.py").write_text(_MINICPMO_TOKENIZER_MODULE)
+    else:
+        (directory / "processing_minicpmv.py").write_text(_MINICPMV_PROCESSOR_MODULE)
+    auto_map = {
+        "AutoProcessor": f"processing_minicpm{'o' if omni else 'v'}.{processor_class}",
+        "AutoImageProcessor": "image_processing_minicpmv.MiniCPMVImageProcessor",
+    }
+    write_json(
+        directory,
+        "preprocessor_config.json",
+        {
+            "auto_map": auto_map,
+            "image_processor_type": "MiniCPMVImageProcessor",
+            "processor_class": processor_class,
+            "max_slice_nums": 9,
+            "scale_resolution": 448,
+            "patch_size": 14,
+            "use_image_id": True,
+            "image_feature_size": query_num,
+            "im_start": "<image>",
+            "im_end": "</image>",
+            "slice_start": "<slice>",
+            "slice_end": "</slice>",
+            "unk": "<unk>",
+            "im_id_start": "<image_id>",
+            "im_id_end": "</image_id>",
+            "slice_mode": True,
+            "norm_mean": [0.5, 0.5, 0.5],
+            "norm_std": [0.5, 0.5, 0.5],
+            "version": version,
+            **image_processor,
+        },
+    )
+    write_json(
+        directory,
+        "processor_config.json",
+        {"auto_map": auto_map, "processor_class": processor_class},
     )
     return directory

@@ -514,3 +514,22 @@ def test_the_gemma4_numbers_in_the_docs() -> None:
             int(kv_bytes.split()[0].replace(",", "")),
         ]
         assert got == want, model
+
+
+@pytest.mark.parametrize(
+    ("builtin", "text"),
+    [
+        ("google/gemma-4-31B-it", GEMMA4_31B),
+        ("google/gemma-4-26B-A4B-it", GEMMA4_26B_A4B),
+        ("google/gemma-4-E4B-it", GEMMA4_E4B),
+        ("google/gemma-4-E2B-it", GEMMA4_E2B),
+    ],
+    ids=["31B", "26B-A4B", "E4B", "E2B"],
+)
+def test_builtin_gemma4_profiles_lay_out_the_public_configs_blocks(
+    builtin: str, text: dict[str, Any]
+) -> None:
+    kv, public = load_profile(builtin).kv, hybrid_geometry(text)
+    assert (kv.block_tokens, kv.bytes_per_block) == (public.block_tokens, public.bytes_per_block)
+    for tokens in (1, 8192, 131_072):
+        assert kv.request_kv_bytes(tokens) == public.request_kv_bytes(tokens)

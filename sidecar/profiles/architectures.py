@@ -447,7 +447,9 @@ _TABLE: tuple[Architecture, ...] = (
         "gemma4_mm",
         "gemma4",
         "gemma4",
-        note="Gemma4ProcessingInfo._compute_num_soft_tokens: scaled to max_soft_tokens",
+        note="Gemma4ProcessingInfo._compute_num_soft_tokens: scaled to max_soft_tokens; KV: "
+        "global layers of global_head_dim (num_global_key_value_heads where attention_k_eq_v), "
+        "the num_kv_shared_layers hold none, pages unified as unify_kv_cache_spec_page_size",
         proof=BY_NEW_FAMILIES,
     ),
     _rule(

@@ -187,6 +187,59 @@ def _gemma3(hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int) 
     }
 
 
+# Gemma 4's processor values, every size alike (google/gemma-4-*-it's processor_config.json:
+# 16 px patches pooled 3 x 3, 280 soft tokens by default; medium confidence: public copies and
+# model-card quotes, not the gated repositories themselves). The gemma4 rule reads
+# vision_config's patch_size, pooling_kernel_size and default_output_length.
+_GEMMA4_PREPROCESSOR: dict[str, Any] = {
+    "image_processor_type": "Gemma4ImageProcessor",
+    "patch_size": 16,
+    "max_soft_tokens": 280,
+    "pooling_kernel_size": 3,
+}
+
+
+def _gemma4(
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    *,
+    positions: int,
+    window: int,
+    pattern: int,
+    global_kv_heads: int | None,
+    kv_shared_layers: int,
+) -> dict[str, Any]:
+    """A Gemma 4 checkpoint: sliding layers of head_dim 256, global layers (every
+    ``pattern``-th) of global_head_dim 512 with ``global_kv_heads`` KV heads where K = V
+    (``attention_k_eq_v``), the last ``kv_shared_layers`` reading earlier layers' KV."""
+    return {
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "model_type": "gemma4",
+        "torch_dtype": "bfloat16",
+        "text_config": _text_tower("gemma4_text", hidden, layers, heads, kv_heads, positions)
+        | {
+            "head_dim": 256,
+            "global_head_dim": 512,
+            "num_global_key_value_heads": global_kv_heads,
+            "attention_k_eq_v": global_kv_heads is not None,
+            "num_kv_shared_layers": kv_shared_layers,
+            "sliding_window": window,
+            "layer_types": [
+                "full_attention" if (i + 1) % pattern == 0 else "sliding_attention"
+                for i in range(layers)
+            ],
+        },
+        "vision_config": {
+            "model_type": "gemma4_vision",
+            "patch_size": 16,
+            "pooling_kernel_size": 3,
+            "default_output_length": 280,
+        },
+    }
+
+
 def _mistral_text(max_positions: int) -> dict[str, Any]:
     """Mistral Nemo 12B / Mistral Small 24B text tower: 40 layers, 8 KV heads of 128."""
     return _text_tower("mistral", 5120, 40, 32, 8, max_positions) | {
@@ -402,6 +455,68 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
     "google/gemma-3-4b-it": BuiltinModel(_gemma3(2560, 34, 8, 4, 256), _GEMMA3_PREPROCESSOR),
     "google/gemma-3-12b-it": BuiltinModel(_gemma3(3840, 48, 16, 8, 256), _GEMMA3_PREPROCESSOR),
     "google/gemma-3-27b-it": BuiltinModel(_gemma3(5376, 62, 32, 16, 128), _GEMMA3_PREPROCESSOR),
+    # Gemma 4 text configs: public copies of each checkpoint's config.json text_config (ports'
+    # tests and config dumps; the same values in several independent copies, medium-high
+    # confidence): 31B 5376 / 60 layers / 32 heads / 16 KV heads, global 4 KV heads with K = V,
+    # window 1024; 26B-A4B (MoE feed-forward) 2816 / 30 / 16 / 8, global 2 with K = V, window
+    # 1024; E4B 2560 / 42 / 8 / 2, 18 KV-shared layers, window 512; E2B 1536 / 35 / 8 / 1,
+    # 4 sliding : 1 global, 20 KV-shared layers, window 512. KV: tests/renderer/test_kv_geometry.py.
+    "google/gemma-4-31B-it": BuiltinModel(
+        _gemma4(
+            5376,
+            60,
+            32,
+            16,
+            positions=262144,
+            window=1024,
+            pattern=6,
+            global_kv_heads=4,
+            kv_shared_layers=0,
+        ),
+        _GEMMA4_PREPROCESSOR,
+    ),
+    "google/gemma-4-26B-A4B-it": BuiltinModel(
+        _gemma4(
+            2816,
+            30,
+            16,
+            8,
+            positions=262144,
+            window=1024,
+            pattern=6,
+            global_kv_heads=2,
+            kv_shared_layers=0,
+        ),
+        _GEMMA4_PREPROCESSOR,
+    ),
+    "google/gemma-4-E4B-it": BuiltinModel(
+        _gemma4(
+            2560,
+            42,
+            8,
+            2,
+            positions=131072,
+            window=512,
+            pattern=6,
+            global_kv_heads=None,
+            kv_shared_layers=18,
+        ),
+        _GEMMA4_PREPROCESSOR,
+    ),
+    "google/gemma-4-E2B-it": BuiltinModel(
+        _gemma4(
+            1536,
+            35,
+            8,
+            1,
+            positions=131072,
+            window=512,
+            pattern=5,
+            global_kv_heads=None,
+            kv_shared_layers=20,
+        ),
+        _GEMMA4_PREPROCESSOR,
+    ),
     # config.json: the pixtral-12b values in transformers' LlavaConfig reload test (text
     # num_attention_heads is MistralConfig's default 32); preprocessor:
     # mlx-community/pixtral-12b-8bit, hf-internal-testing/tiny-processor-pixtral;

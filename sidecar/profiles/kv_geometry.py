@@ -238,7 +238,8 @@ class _BlockLayout:
     layers_per_block: int  # the busiest stage's largest group: pages one block costs
     stage_layers: tuple[int, ...]  # decoder layers per pipeline stage
     block_tokens: int  # the attention block size, raised until a page holds a recurrent state
-    pages: dict[_Spec, int]  # one layer's page per block, per spec, in bytes
+    pages: dict[_Spec, int]  # one layer's page per block, per spec, in bytes (all equal)
+    spec_block_tokens: dict[_Spec, int]  # tokens a block holds in each spec's layers
 
 
 # FlashInfer's GDN prefill exports a checkpoint every this many tokens (vLLM 0.33,
@@ -375,8 +376,19 @@ class KvGeometry:
 
     def group_bytes_per_token(self, group: LayerGroup) -> int:
         """KV bytes one token holds in all layers of ``group``, on one GPU (0 for
-        recurrent layers, whose state does not grow with the sequence)."""
-        return self.allocated_layers(group) * self.attention_bytes_per_token(group)
+        recurrent layers, whose state does not grow with the sequence): its page over the
+        tokens a block holds in it, a padded page's padding included."""
+        if group.kind is AttentionKind.RECURRENT:
+            return 0
+        layout = _block_layout(self)
+        spec = _spec(group)
+        per_token = -(-layout.pages[spec] // layout.spec_block_tokens[spec])
+        return self.allocated_layers(group) * per_token
+
+    def group_block_tokens(self, group: LayerGroup) -> int:
+        """Tokens one block holds in ``group``'s layers: ``block_tokens``, or a multiple of
+        it where vLLM raised a smaller page to the largest (``unify_kv_cache_spec_page_size``)."""
+        return _block_layout(self).spec_block_tokens[_spec(group)]
 
     @property
     def bytes_per_token(self) -> int:
@@ -401,14 +413,19 @@ class KvGeometry:
             if not self.prefix_caching:
                 return 1
             return 2 + (self.prefill_checkpoint_tokens is not None)
+        block = self.group_block_tokens(group)
+
+        def blocks(tokens: int) -> int:
+            return -(-tokens // block)
+
         if group.kind is AttentionKind.CROSS:
-            return self.blocks(cross_attention_tokens)
+            return blocks(cross_attention_tokens)
         window = group.window_tokens
         if group.kind is AttentionKind.SLIDING_WINDOW and window is not None:
-            return min(self.blocks(sequence_tokens), self.blocks(window - 1) + 1)
+            return min(blocks(sequence_tokens), blocks(window - 1) + 1)
         if group.kind is AttentionKind.CHUNKED and window is not None:
-            return min(self.blocks(sequence_tokens), self.blocks(window) + 1)
-        return self.blocks(sequence_tokens)
+            return min(blocks(sequence_tokens), blocks(window) + 1)
+        return blocks(sequence_tokens)
 
     def request_blocks(self, sequence_tokens: int, cross_attention_tokens: int = 0) -> int:
         """Block ids one sequence of ``sequence_tokens`` holds at its longest, every
@@ -477,18 +494,32 @@ def _hybrid_block_tokens(geometry: KvGeometry) -> int:
     return max(block, needed)
 
 
-def _pages(geometry: KvGeometry, block_tokens: int) -> dict[_Spec, int]:
-    """One layer's page per block for each spec: attention pages hold ``block_tokens``
-    tokens; a recurrent state's page is padded to the attention page."""
+def _pages(geometry: KvGeometry, block_tokens: int) -> tuple[dict[_Spec, int], dict[_Spec, int]]:
+    """One layer's page per block for each spec, and the tokens a block holds in it.
+
+    Attention pages hold ``block_tokens`` tokens; a recurrent state's page is padded to the
+    attention page. Where attention layers differ in page (Gemma 4's global layers: a larger
+    head, fewer KV heads), vLLM 0.33 makes every page the largest
+    (``unify_kv_cache_spec_page_size``): a page that divides it holds that many times more
+    tokens per block, any other is padded to it.
+    """
     pages = {
         _spec(g): block_tokens * geometry.attention_bytes_per_token(g)
         for g in geometry.layer_groups
-        if g.kind is not AttentionKind.RECURRENT
+        if g.kind is not AttentionKind.RECURRENT and g.num_layers
     }
     for group in geometry.layer_groups:
-        if group.state is not None:
+        if group.state is not None and group.num_layers:
             pages[_spec(group)] = block_tokens * _model_attention_bytes_per_token(geometry)
-    return pages
+    largest = max(pages.values(), default=0)
+    spec_block_tokens = {}
+    for spec, page in pages.items():
+        ratio = largest // page if page and largest % page == 0 else 1
+        if spec[4] is not None:
+            ratio = 1  # a state's page does not grow with the block: padded instead
+        spec_block_tokens[spec] = block_tokens * ratio
+        pages[spec] = largest
+    return pages, spec_block_tokens
 
 
 def _block_layout(geometry: KvGeometry) -> _BlockLayout:
@@ -512,9 +543,9 @@ def _work_out_layout(geometry: KvGeometry) -> _BlockLayout:
         max(1, len(order)), geometry.pipeline_parallel_size, geometry.pipeline_layer_partition
     )
     block_tokens = _hybrid_block_tokens(geometry)
-    pages = _pages(geometry, block_tokens)
+    pages, spec_block_tokens = _pages(geometry, block_tokens)
     if not positions:
-        return _BlockLayout({}, 0, stage_layers, block_tokens, pages)
+        return _BlockLayout({}, 0, stage_layers, block_tokens, pages, spec_block_tokens)
     counts = [len(layers) for layers in positions.values()]
     group_size = max(counts)
     if len(counts) > 1 and 2 * max(counts) >= 3 * min(counts):
@@ -530,4 +561,6 @@ def _work_out_layout(geometry: KvGeometry) -> _BlockLayout:
         for start, size in zip(starts, stage_layers, strict=True)
         for group in members
     )
-    return _BlockLayout(groups, layers_per_block, stage_layers, block_tokens, pages)
+    return _BlockLayout(
+        groups, layers_per_block, stage_layers, block_tokens, pages, spec_block_tokens
+    )

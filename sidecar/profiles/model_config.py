@@ -98,6 +98,28 @@ TEXT_CONFIG_DEFAULTS["deepseek_v3"] = dict(_DEEPSEEK_MLA)
 TEXT_CONFIG_DEFAULTS["kimi_k2"] = dict(_DEEPSEEK_MLA)  # Kimi_K25Config reads it as deepseek_v3
 # Lfm2Config: no head_dim (hidden / heads), a kernel of 3 taps (2 cached).
 TEXT_CONFIG_DEFAULTS["lfm2"] = {"conv_L_cache": 3}
+# Gemma4TextConfig: every 6th layer global (the last one always), global layers with a head of
+# global_head_dim (512 where config.json leaves it out) and, where attention_k_eq_v, the
+# num_global_key_value_heads KV heads.
+TEXT_CONFIG_DEFAULTS["gemma4_text"] = {
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "max_position_embeddings": 131072,
+    "sliding_window": 512,
+    "sliding_window_pattern": 6,
+    "global_head_dim": 512,
+}
+# Gemma3nTextConfig: every 5th layer global, the last 15 layers reading earlier layers' KV.
+TEXT_CONFIG_DEFAULTS["gemma3n_text"] = {
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "max_position_embeddings": 32768,
+    "sliding_window": 512,
+    "sliding_window_pattern": 5,
+    "num_kv_shared_layers": 15,
+}
 
 # The text model_types of vLLM 0.33's ``is_deepseek_mla`` that this module prices (the
 # DeepSeek-V2 / V3 layer); Kimi-K2.5's remote schema names its DeepSeek-V3 config kimi_k2.
@@ -108,6 +130,9 @@ _STATELESS_LAYER_TYPES = frozenset({"mlp", "moe"})
 # Layer kinds that hold a fixed state per sequence: Qwen3.5's Gated DeltaNet (and Nemotron-H's
 # M, mapped to it below), LFM2's short convolutions.
 _RECURRENT_LAYER_TYPES = frozenset({"linear_attention", "conv"})
+# Text configs whose last ``num_kv_shared_layers`` layers read an earlier layer's KV and
+# allocate none (vLLM's ``kv_sharing_target_layer_name``: Gemma 3n, Gemma 4).
+_KV_SHARING_MODEL_TYPES = frozenset({"gemma3n_text", "gemma4_text"})
 # Nemotron-H's hybrid_override_pattern characters (NemotronHConfig._pattern_to_list).
 _NEMOTRON_H_PATTERN = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
 
@@ -148,7 +173,9 @@ def read_text_model(config: dict[str, Any], text: dict[str, Any]) -> TextModel:
     latent_dim = latent_attention_dim(text)
     if latent_dim is not None:
         kv_heads, head_dim = 1, latent_dim
-    groups, order = _layer_groups(text, kv_heads, head_dim, latent=latent_dim is not None)
+    groups, order = _layer_groups(
+        text, _layer_shapes(text, kv_heads, head_dim), latent=latent_dim is not None
+    )
     return TextModel(
         hidden_size=hidden,
         dtype_bytes=dtype_bytes,
@@ -228,27 +255,78 @@ def _state_dtype(value: object) -> str | None:
     return str(value)
 
 
-def _layer_groups(
-    text: dict[str, Any], kv_heads: int, head_dim: int, *, latent: bool = False
-) -> tuple[tuple[LayerGroup, ...], tuple[int, ...]]:
-    """One group per attention kind, and each decoder layer's group in model order."""
+def _layer_shapes(text: dict[str, Any], kv_heads: int, head_dim: int) -> list[tuple[int, int]]:
+    """Each decoder layer's (KV heads, head_dim), as transformers' ``per_layer_config`` gives
+    them where a config varies them by layer (Gemma 4), else the model's."""
     layer_types = _layer_types(text)
-    kinds = [
-        AttentionKind.RECURRENT if t in _RECURRENT_LAYER_TYPES else AttentionKind.from_layer_type(t)
-        for t in layer_types
-        if t not in _STATELESS_LAYER_TYPES
-    ]
-    state = recurrent_state(text) if AttentionKind.RECURRENT in kinds else None
+    shapes = [(kv_heads, head_dim)] * len(layer_types)
+    overrides = text.get("per_layer_config")
+    if isinstance(overrides, dict):
+        # A config saved by transformers 5 spells the overrides out, by (zero-padded) index.
+        for index, override in overrides.items():
+            heads, dim = shapes[int(index)]
+            shapes[int(index)] = (
+                int(override.get("num_key_value_heads") or heads),
+                int(override.get("head_dim") or dim),
+            )
+        return shapes
+    if text.get("model_type") == "gemma4_text":
+        # Gemma4TextConfig.__post_init__: global layers take global_head_dim, and the
+        # num_global_key_value_heads KV heads where attention_k_eq_v (K and V are still
+        # cached apart: vLLM loads K's weights into V's slot).
+        global_heads = text.get("num_global_key_value_heads")
+        if not text.get("attention_k_eq_v") or global_heads is None:
+            global_heads = kv_heads
+        global_shape = (int(global_heads), int(text["global_head_dim"]))
+        for index, layer_type in enumerate(layer_types):
+            if layer_type == AttentionKind.FULL.value:
+                shapes[index] = global_shape
+    return shapes
+
+
+def _kv_shared_layers(text: dict[str, Any]) -> int:
+    """Trailing layers that reuse an earlier layer's KV and hold none of their own (Gemma 3n,
+    Gemma 4: ``num_kv_shared_layers``; vLLM gives them a ``kv_sharing_target_layer_name``
+    and no ``KVCacheSpec``)."""
+    if text.get("model_type") not in _KV_SHARING_MODEL_TYPES:
+        return 0
+    return int(text.get("num_kv_shared_layers") or 0)
+
+
+def _layer_groups(
+    text: dict[str, Any], shapes: list[tuple[int, int]], *, latent: bool = False
+) -> tuple[tuple[LayerGroup, ...], tuple[int, ...]]:
+    """One group per attention kind and shape, and each decoder layer's group in model
+    order (``STATELESS_LAYER`` for a layer that holds nothing)."""
+    layer_types = _layer_types(text)
+    first_shared = len(layer_types) - _kv_shared_layers(text)
     window = text.get("sliding_window")
     chunk = text.get("attention_chunk_size")
-    counts = Counter(kinds)
-    ordered = sorted(counts, key=lambda kind: kind.value)
+    keys: list[tuple[AttentionKind, int, int] | None] = []
+    for index, layer_type in enumerate(layer_types):
+        if layer_type in _STATELESS_LAYER_TYPES or index >= first_shared:
+            keys.append(None)  # no KV, but a place in vLLM's pipeline split
+            continue
+        kind = (
+            AttentionKind.RECURRENT
+            if layer_type in _RECURRENT_LAYER_TYPES
+            else AttentionKind.from_layer_type(layer_type)
+        )
+        heads, dim = shapes[index]
+        keys.append((kind, heads, dim))
+    state = (
+        recurrent_state(text)
+        if any(key and key[0] is AttentionKind.RECURRENT for key in keys)
+        else None
+    )
+    counts = Counter(key for key in keys if key is not None)
+    ordered = sorted(counts, key=lambda key: (key[0].value, -key[2], -key[1]))
     groups = tuple(
         LayerGroup(
             kind,
-            counts[kind],
-            kv_heads,
-            head_dim,
+            counts[(kind, heads, dim)],
+            heads,
+            dim,
             int(window)
             if kind is AttentionKind.SLIDING_WINDOW and window
             else int(chunk)
@@ -257,14 +335,9 @@ def _layer_groups(
             state if kind is AttentionKind.RECURRENT else None,
             latent and kind is not AttentionKind.RECURRENT,
         )
-        for kind in ordered
+        for kind, heads, dim in ordered
     )
-    # Blocks that hold nothing still count in vLLM's pipeline split: STATELESS_LAYER there.
-    kinds_left = iter(kinds)
-    order = tuple(
-        STATELESS_LAYER if t in _STATELESS_LAYER_TYPES else ordered.index(next(kinds_left))
-        for t in layer_types
-    )
+    order = tuple(STATELESS_LAYER if key is None else ordered.index(key) for key in keys)
     return groups, order
 
 
@@ -304,6 +377,8 @@ def _layer_types(text: dict[str, Any]) -> list[str]:
         ]
         layer_types = ["chunked_attention" if r else "full_attention" for r in rope]
     layer_types = layer_types or ["full_attention"] * num_layers
+    if text.get("model_type") == "gemma4_text" and layer_types:
+        layer_types[-1] = "full_attention"  # Gemma4TextConfig forces the last layer global
     for index in text.get("cross_attention_layers") or []:
         layer_types[int(index)] = AttentionKind.CROSS.value  # MllamaTextModel's layer kinds
     return layer_types

@@ -32,6 +32,12 @@ from tests.real_vllm.renderer import VLLM_RENDER
 from tests.support.hybrid_models import (
     DEEPSEEK_VL2_SMALL,
     DEEPSEEK_VL2_TINY,
+    GEMMA3N_E2B,
+    GEMMA3N_E4B,
+    GEMMA4_26B_A4B,
+    GEMMA4_31B,
+    GEMMA4_E2B,
+    GEMMA4_E4B,
     KIMI_K25,
     KIMI_VL_A3B,
     LFM2_VL_1_6B,
@@ -129,6 +135,70 @@ def latent_and_conv_cases() -> list[dict[str, Any]]:
             {"vlm": "lfm2_vl", "text_config": text, "kv_cache_dtype": "fp8"},
             {"vlm": "lfm2_vl", "text_config": text, "pipeline_parallel_size": 2},
         ]
+    return cases
+
+
+GEMMA4_SHAPES = (GEMMA4_31B, GEMMA4_26B_A4B, GEMMA4_E4B, GEMMA4_E2B)
+
+
+def gemma_cases() -> list[dict[str, Any]]:
+    """Gemma 4 (global layers of another head size and KV heads, KV-shared layers) and
+    Gemma 3n (KV-shared layers), with the flags that change their layout."""
+    cases: list[dict[str, Any]] = []
+    for text in (*GEMMA4_SHAPES, GEMMA3N_E2B, GEMMA3N_E4B):
+        cases += [
+            {"text_config": text},
+            {"text_config": text, "kv_cache_dtype": "fp8"},
+            {"text_config": text, "tensor_parallel_size": 2},
+            {"text_config": text, "pipeline_parallel_size": 2},
+            {"text_config": text, "prefix_caching": False},
+            {"text_config": text, "block_size": 32, "tensor_parallel_size": 4},
+        ]
+    # A config naming none of the Gemma 4 keys: Gemma4TextConfig's defaults (global_head_dim
+    # 512, every 6th layer global), and one whose global layers K = V on a num_global_key_value
+    # _heads that attention_k_eq_v leaves unused.
+    cases.append(
+        {"text_config": {"model_type": "gemma4_text", "hidden_size": 2304, "num_hidden_layers": 13}}
+    )
+    cases.append({"text_config": {**GEMMA4_E4B, "num_global_key_value_heads": 1}})
+    return cases
+
+
+def random_gemma4_cases(count: int, seed: int = 44) -> list[dict[str, Any]]:
+    """Random Gemma 4 layouts: head sizes, KV heads, windows, sharing and flags."""
+    rng = random.Random(seed)
+    cases: list[dict[str, Any]] = []
+    for _ in range(count):
+        layers = rng.randint(2, 48)
+        tp = rng.choice([1, 2, 4])
+        text: dict[str, Any] = {
+            "model_type": "gemma4_text",
+            "hidden_size": 1024,
+            "num_hidden_layers": layers,
+            "num_attention_heads": 8,
+            "num_key_value_heads": rng.choice([1, 2, 4, 8, 16]),
+            "head_dim": rng.choice([128, 256]),
+            "global_head_dim": rng.choice([128, 256, 512]),
+            "num_global_key_value_heads": rng.choice([None, 1, 2, 4]),
+            "attention_k_eq_v": rng.random() < 0.5,
+            "sliding_window": rng.choice([512, 1000, 1024]),
+            "num_kv_shared_layers": rng.choice([0, 0, rng.randint(0, layers // 2)]),
+            "layer_types": [
+                rng.choice(["sliding_attention"] * 4 + ["full_attention"]) for _ in range(layers)
+            ],
+        }
+        case: dict[str, Any] = {
+            "text_config": text,
+            "tensor_parallel_size": tp,
+            "model_dtype": rng.choice(["bfloat16", "float16"]),
+            "kv_cache_dtype": rng.choice(["auto", "auto", "fp8"]),
+            "prefix_caching": rng.random() < 0.7,
+            "block_size": rng.choice([16, 16, 32, 128]),
+            "available_bytes": rng.randint(1, 80) * GIB,
+        }
+        if rng.random() < 0.3:
+            case["pipeline_parallel_size"] = 2
+        cases.append(case)
     return cases
 
 
@@ -330,10 +400,11 @@ def differences(case: dict[str, Any], vllm: dict[str, Any]) -> list[str]:
         if sliding:
             # vLLM's cap (steady state, nothing in flight) has a block for a window that
             # starts mid-block, which a sequence shorter than its window cannot need.
-            ceiling = -(-tokens // vllm["block_size"])
             blocks = [
-                min(held, ceiling) if kind == "SlidingWindowSpec" else held
-                for (kind, _), held in zip(vllm["groups"], blocks, strict=True)
+                min(held, -(-tokens // block)) if kind == "SlidingWindowSpec" else held
+                for (kind, _), held, block in zip(
+                    vllm["groups"], blocks, vllm["group_block_sizes"], strict=True
+                )
             ]
         ours = kv.request_blocks(tokens)
         if ours != sum(blocks):
@@ -378,6 +449,50 @@ def test_mla_and_short_conv_geometry_equals_vllm_kv_cache_layout(installed: None
     assert {"MLAAttentionSpec", "MambaSpec", "FullAttentionSpec"} <= kinds
     assert {layout["block_size"] for layout in layouts} >= {16, 64}, "FlashMLA's block unused"
     assert sum(layout["mamba_cache_mode"] == "align" for layout in layouts) >= 10
+
+
+def test_gemma_geometry_equals_vllm_kv_cache_layout(installed: None) -> None:
+    cases = gemma_cases() + random_gemma4_cases(40)
+    layouts = vllm_layouts(cases)
+    report = {
+        f"{index}: {case}": found
+        for index, (case, layout) in enumerate(zip(cases, layouts, strict=True))
+        if (found := differences(case, layout))
+    }
+    assert not report, json.dumps(report, indent=1)[:6000]
+    raised = [layout for layout in layouts if len(set(layout["group_block_sizes"])) > 1]
+    assert len(raised) >= 20, "the cases must exercise page-size unification"
+
+
+def test_gemma4_worked_numbers(installed: None) -> None:
+    """The figures docs/kv-geometry.md quotes for Gemma 4, one GPU, bf16, 8,192 tokens."""
+    cases = [{"text_config": text, "sequence_tokens": [8192]} for text in GEMMA4_SHAPES]
+    layouts = vllm_layouts(cases)
+    figures = []
+    for case, layout in zip(cases, layouts, strict=True):
+        assert not differences(case, layout)
+        kv = sidecar_geometry(case)
+        figures.append(
+            (
+                kv.bytes_per_token,
+                layout["block_size"],
+                layout["group_block_sizes"],
+                layout["bytes_per_block"],
+                kv.request_kv_bytes(8192),
+            )
+        )
+    assert figures == GEMMA4_WORKED_NUMBERS
+
+
+# (bytes per token, vLLM's block size, each KV-cache group's block size, bytes per block,
+# KV for 8,192 tokens): 31B and 26B-A4B's global pages are half their sliding pages, so a
+# global block holds 32 tokens; E4B and E2B's sliding pages are half their global pages.
+GEMMA4_WORKED_NUMBERS = [
+    (901_120, 16, [16] * 5 + [32], 2_621_440, 1_523_056_640),
+    (225_280, 16, [16] * 5 + [32], 655_360, 380_764_160),
+    (57_344, 16, [32] * 5 + [16], 262_144, 156_499_968),
+    (18_432, 16, [32] * 4 + [16], 98_304, 57_016_320),
+]
 
 
 def test_mla_and_lfm2_worked_numbers(installed: None) -> None:

@@ -36,7 +36,15 @@ from unittest import mock
 
 import torch
 import vllm.config  # noqa: F401 - imported first: the arch convertor's import is circular
-from transformers import Gemma3TextConfig, Lfm2Config, Lfm2VlConfig, NemotronHConfig, Qwen2Config
+from transformers import (
+    Gemma3nTextConfig,
+    Gemma3TextConfig,
+    Gemma4TextConfig,
+    Lfm2Config,
+    Lfm2VlConfig,
+    NemotronHConfig,
+    Qwen2Config,
+)
 from transformers.models.kimi_k25.configuration_kimi_k25 import Kimi_K25Config
 from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
 from transformers.models.qwen3_5_moe.configuration_qwen3_5_moe import Qwen3_5MoeTextConfig
@@ -64,6 +72,10 @@ from vllm.utils.math_utils import cdiv
 from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE
 from vllm.v1.attention.backends import fa_utils
 from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
+from vllm.v1.attention.backends.utils import (
+    get_supported_kv_cache_layouts,
+    resolve_kv_cache_layout,
+)
 from vllm.v1.core import kv_cache_planning
 from vllm.v1.kv_cache_interface import FullAttentionSpec, MambaSpec, SlidingWindowSpec
 from vllm.v1.kv_cache_layout import KVCacheLayout
@@ -90,6 +102,8 @@ FAMILIES: dict[str, tuple[Any, Any, Any]] = {
     ),
     "nemotron_h": (NemotronHConfig, NemotronHForCausalLM, NemotronHForCausalLMConfig),
     "gemma3_text": (Gemma3TextConfig, None, None),
+    "gemma4_text": (Gemma4TextConfig, None, None),
+    "gemma3n_text": (Gemma3nTextConfig, None, None),
     "qwen2": (Qwen2Config, None, None),
     # vLLM applies HybridAttentionMambaModelConfig to a hybrid without a hook of its own.
     "lfm2": (Lfm2Config, Lfm2VLForConditionalGeneration, HybridAttentionMambaModelConfig),
@@ -119,6 +133,23 @@ def layer_kinds(hf: Any) -> list[str]:
     if getattr(hf, "layer_types", None) is None:  # DeepSeek-V2 / V3: every layer attends
         return ["full_attention"] * hf.num_hidden_layers
     return list(hf.layer_types)
+
+
+def layer_config(hf: Any, index: int) -> Any:
+    """Layer ``index``'s config: transformers' ``per_layer_config`` view where the layers differ
+    (Gemma 4's global layers), which ``Gemma4DecoderLayer`` reads its head_dim and KV heads
+    from; else the model's."""
+    if getattr(hf, "is_heterogeneous", False):
+        return hf.per_layer_config[index]
+    return hf
+
+
+def kv_shared(hf: Any, index: int) -> bool:
+    """Whether layer ``index`` reads an earlier layer's KV (``Gemma4Attention`` /
+    ``Gemma3nAttention``: the last ``num_kv_shared_layers`` layers get a
+    ``kv_sharing_target_layer_name``), so the model runner gives it no ``KVCacheSpec``."""
+    shared = getattr(hf, "num_kv_shared_layers", 0) or 0
+    return shared > 0 and index >= hf.num_hidden_layers - shared
 
 
 def uses_mha(hf: Any) -> bool:
@@ -160,8 +191,9 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
         num_gpu_blocks_override=None,
         use_replayssm=False,
         prefix_cache_retention_interval=None,
-        get_resolved_kv_cache_layout=lambda: KVCacheLayout.LHBNC,
+        kv_cache_layout=None,
     )
+    cache_config.get_resolved_kv_cache_layout = lambda: KVCacheLayout[cache_config.kv_cache_layout]
     convertor = ModelArchConfigConvertorBase(outer, hf)
     # ModelConfig.use_mla, vLLM's own property, over the facts it reads.
     use_mla = ModelConfig.use_mla.fget(  # type: ignore[attr-defined]
@@ -172,7 +204,11 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
         )
     )
     latent = use_mla and not uses_mha(hf)
-    head_size = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
+
+    def head_size_of(layer: Any) -> int:
+        return getattr(layer, "head_dim", None) or layer.hidden_size // layer.num_attention_heads
+
+    head_size = head_size_of(layer_config(hf, 0))
     model_config = SimpleNamespace(
         hf_config=outer,
         hf_text_config=hf,
@@ -181,7 +217,9 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
         architecture=case.get("architecture", "Model"),
         use_mla=use_mla,
         is_hybrid=model_cls is not None,
-        get_num_kv_heads=lambda parallel: 1 if use_mla else max(1, hf.num_key_value_heads // tp),
+        get_num_kv_heads=lambda parallel: (
+            1 if use_mla else max(1, layer_config(hf, 0).num_key_value_heads // tp)
+        ),
         get_head_size=lambda: convertor.get_head_size() if use_mla else head_size,
     )
     vllm_config = SimpleNamespace(
@@ -198,6 +236,7 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
         # 0 here, the request's own share (kv_geometry prices the steady state).
         max_in_flight_tokens=0,
         additional_config={},
+        kv_transfer_config=None,
     )
     if latent and not cache_config.user_specified_block_size:
         # Hopper's MLA priority list: FlashAttention MLA, then FlashMLA for a cache dtype
@@ -231,12 +270,16 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
         mamba_shapes = model_cls.get_mamba_state_shape_from_config(vllm_config)
         mamba_dtypes = model_cls.get_mamba_state_dtype_from_config(vllm_config)
     kv_dtype = model_dtype if cache_dtype == "auto" else STR_DTYPE_TO_TORCH_DTYPE[cache_dtype]
-    attention = {
-        "num_kv_heads": max(1, hf.num_key_value_heads // tp),
-        "head_size": head_size,
-        "dtype": kv_dtype,
-        "block_size": cache_config.block_size,
-    }
+
+    def attention(index: int) -> dict[str, Any]:
+        layer = layer_config(hf, index)
+        return {
+            "num_kv_heads": max(1, layer.num_key_value_heads // tp),
+            "head_size": head_size_of(layer),
+            "dtype": kv_dtype,
+            "block_size": cache_config.block_size,
+        }
+
     # The MLA layer as MLAAttention.__init__ sets it up: the latent plus the RoPE key.
     mla_layer = SimpleNamespace(
         kv_cache_dtype=cache_dtype,
@@ -249,6 +292,8 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
     specs: dict[str, Any] = {}
     for index, kind in enumerate(kinds):
         name = f"model.layers.{index}"
+        if kv_shared(hf, index):
+            continue
         if kind in ("full_attention", "attention") and latent:
             specs[name] = MLAAttention.get_kv_cache_spec(mla_layer, vllm_config)
         elif kind in ("linear_attention", "mamba", "conv"):
@@ -263,11 +308,17 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
                 prefill_checkpoint_alignment=checkpoints if align else None,
             )
         elif kind == "sliding_attention":
-            specs[name] = SlidingWindowSpec(**attention, sliding_window=hf.sliding_window)
+            specs[name] = SlidingWindowSpec(**attention(index), sliding_window=hf.sliding_window)
         elif kind in ("full_attention", "attention"):
-            specs[name] = FullAttentionSpec(**attention)
+            specs[name] = FullAttentionSpec(**attention(index))
+    # The engine core's layout: FlashAttention declares none, so vLLM's default preference,
+    # narrowed to block-compact layouts where the layers' head shapes differ.
+    layout = resolve_kv_cache_layout(
+        vllm_config,
+        [[layout.name for layout in get_supported_kv_cache_layouts([FlashAttentionBackend])]],
+        specs.values(),
+    )
     groups = kv_cache_planning.get_kv_cache_groups(vllm_config, specs)
-    layout = cache_config.get_resolved_kv_cache_layout()
     # Pipeline parallelism: the global groups projected onto each stage's decoder layers
     # (get_pp_indices); a block costs the most on the busiest stage.
     stages = case.get("pipeline_parallel_size", 1)
@@ -293,6 +344,7 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
         else available // bytes_per_block
     )
     held: list[tuple[str, list[int]]] = []
+    group_block_sizes = [group.kv_cache_spec.block_size for group in groups]
     for group in groups:
         spec = group.kv_cache_spec
         blocks = []
@@ -306,6 +358,8 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
         "bytes_per_block": bytes_per_block,
         "num_blocks": num_blocks,
         "groups": held,
+        "group_block_sizes": group_block_sizes,
+        "kv_cache_layout": layout.name,
     }
 
 

@@ -134,6 +134,104 @@ LFM2_VL_1_6B: dict[str, Any] = {
 }
 
 
+# Gemma 4's text configs (gemma4_text), the keys that shape the KV cache. Sliding layers take
+# head_dim and num_key_value_heads; global (full_attention) layers global_head_dim and, where
+# attention_k_eq_v, num_global_key_value_heads; the last num_kv_shared_layers layers read an
+# earlier layer's KV. Public copies of the checkpoints' config.json: google/gemma-4-31B-it
+# (60 layers, 5 sliding : 1 global, 16 KV heads of 256 sliding, 4 of 512 global with K = V;
+# the Gemma-4-31B-CoreAI model card's architecture notes and Gemma-4 configuration references
+# quoting it), google/gemma-4-26B-A4B-it (30 layers, 8 KV heads of 256, 2 of 512 global with
+# K = V; MoE feed-forward, which holds no KV; public config copies in llama.cpp / mlx ports'
+# tests and transformers' ep-plan comment "num_global_key_value_heads=2"),
+# google/gemma-4-E4B-it (42 layers, 2 KV heads, 18 shared) and google/gemma-4-E2B-it
+# (35 layers, 4 sliding : 1 global, 1 KV head, 20 shared), both without K = V.
+
+
+def gemma4_layer_types(layers: int) -> list[str]:
+    """5 sliding layers to 1 global, Gemma4TextConfig's default pattern."""
+    return ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(layers)]
+
+
+GEMMA4_31B: dict[str, Any] = {
+    "model_type": "gemma4_text",
+    "hidden_size": 5376,
+    "num_hidden_layers": 60,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 16,
+    "head_dim": 256,
+    "global_head_dim": 512,
+    "num_global_key_value_heads": 4,
+    "attention_k_eq_v": True,
+    "num_kv_shared_layers": 0,
+    "sliding_window": 1024,
+    "max_position_embeddings": 262144,
+    "layer_types": gemma4_layer_types(60),
+}
+GEMMA4_26B_A4B: dict[str, Any] = {
+    **GEMMA4_31B,
+    "hidden_size": 2816,
+    "num_hidden_layers": 30,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "num_global_key_value_heads": 2,
+    "enable_moe_block": True,
+    "num_experts": 128,
+    "top_k_experts": 8,
+    "moe_intermediate_size": 704,
+    "layer_types": gemma4_layer_types(30),
+}
+GEMMA4_E4B: dict[str, Any] = {
+    "model_type": "gemma4_text",
+    "hidden_size": 2560,
+    "num_hidden_layers": 42,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "global_head_dim": 512,
+    "num_global_key_value_heads": None,
+    "attention_k_eq_v": False,
+    "num_kv_shared_layers": 18,
+    "hidden_size_per_layer_input": 256,
+    "sliding_window": 512,
+    "max_position_embeddings": 131072,
+    "layer_types": gemma4_layer_types(42),
+}
+GEMMA4_E2B: dict[str, Any] = {
+    **GEMMA4_E4B,
+    "hidden_size": 1536,
+    "num_hidden_layers": 35,
+    "num_key_value_heads": 1,
+    "num_kv_shared_layers": 20,
+    "use_double_wide_mlp": True,
+    "layer_types": [
+        "full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(35)
+    ],
+}
+
+# Gemma 3n's text configs (gemma3n_text): one head shape, 4 sliding : 1 global, the last
+# num_kv_shared_layers layers reading earlier layers' KV. google/gemma-3n-E4B-it's config.json
+# (35 layers, 15 shared: Gemma3nTextConfig's defaults) and google/gemma-3n-E2B-it's (30
+# layers, 10 shared).
+GEMMA3N_E4B: dict[str, Any] = {
+    "model_type": "gemma3n_text",
+    "hidden_size": 2048,
+    "num_hidden_layers": 35,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "sliding_window": 512,
+    "num_kv_shared_layers": 15,
+    "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7,
+}
+GEMMA3N_E2B: dict[str, Any] = {
+    **GEMMA3N_E4B,
+    "num_hidden_layers": 30,
+    "num_kv_shared_layers": 10,
+    "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 6,
+    "activation_sparsity_pattern": [0.95] * 10 + [0.0] * 20,
+}
+
+
 def hybrid_geometry(text: dict[str, Any], **flags: Any) -> KvGeometry:
     """The sidecar's geometry for a bf16 checkpoint with ``text`` as its text config."""
     model = read_text_model({}, text_config({"text_config": text}))

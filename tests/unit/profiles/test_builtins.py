@@ -71,6 +71,10 @@ PROVEN_DIRECTORIES: dict[str, Callable[[Path], Path]] = {
     "AIDC-AI/Ovis2.5-9B": family_dirs.write_ovis2_5_dir,
     "microsoft/Phi-4-multimodal-instruct": family_dirs.write_phi4mm_dir,
     "openbmb/MiniCPM-V-4.6": family_dirs.write_minicpmv4_6_dir,
+    "google/gemma-4-31B-it": family_dirs.write_gemma4_dir,
+    "google/gemma-4-26B-A4B-it": family_dirs.write_gemma4_dir,
+    "google/gemma-4-E4B-it": family_dirs.write_gemma4_dir,
+    "google/gemma-4-E2B-it": family_dirs.write_gemma4_dir,
 }
 SIZES = family_dirs.EXTREME_SIZES + tuple(family_dirs.random_sizes(7, 300))
 

@@ -21,6 +21,10 @@ from sidecar.profiles.model_config import read_text_model, text_config
 from sidecar.units import format_bytes
 from tests.support.hybrid_models import (
     DEEPSEEK_VL2_SMALL,
+    GEMMA4_26B_A4B,
+    GEMMA4_31B,
+    GEMMA4_E2B,
+    GEMMA4_E4B,
     KIMI_K25,
     KIMI_VL_A3B,
     NEMOTRON_NANO_9B_V2,
@@ -443,3 +447,89 @@ def test_the_mla_numbers_in_the_docs() -> None:
         ]
         cells = (before, after, block, per_block, kv_bytes)
         assert got == [int(cell.split()[0].replace(",", "")) for cell in cells], model
+
+
+# -- attention layers of different pages (Gemma 4) --------------------------------------------
+
+
+def test_a_smaller_attention_page_holds_more_tokens_a_block_not_fewer_bytes() -> None:
+    # vLLM's unify_kv_cache_spec_page_size: the global layers' page (2 KV heads of 512) is a
+    # quarter of the sliding layers' (16 of 256), so their block holds 64 tokens in the same
+    # bytes.
+    geometry = KvGeometry(
+        (
+            LayerGroup(AttentionKind.FULL, 2, 2, 512),
+            LayerGroup(AttentionKind.SLIDING_WINDOW, 10, 16, 256, window_tokens=1024),
+        ),
+        dtype_bytes=2,
+    )
+    sliding_page = 16 * 2 * 16 * 256 * 2
+    full, sliding = geometry.layer_groups
+    assert (geometry.group_block_tokens(full), geometry.group_block_tokens(sliding)) == (64, 16)
+    assert geometry.bytes_per_block == 2 * sliding_page  # groups of 2 layers
+    # 100 tokens: 2 global blocks of 64, 7 sliding blocks of 16 in each of 5 groups.
+    assert geometry.request_blocks(100) == 2 + 5 * 7
+    assert geometry.request_kv_bytes(100) == (2 + 5 * 7) * 2 * sliding_page
+    assert geometry.bytes_per_token == 2 * (2 * 2 * 512 * 2) + 10 * (2 * 16 * 256 * 2)
+
+
+def test_a_page_that_does_not_divide_the_largest_is_padded_to_it() -> None:
+    geometry = KvGeometry(
+        (
+            LayerGroup(AttentionKind.FULL, 1, 3, 128),
+            LayerGroup(AttentionKind.SLIDING_WINDOW, 1, 4, 128, window_tokens=512),
+        ),
+        dtype_bytes=2,
+    )
+    full = geometry.layer_groups[0]
+    assert geometry.group_block_tokens(full) == 16  # 3 heads' page padded to 4 heads'
+    largest_page = 16 * 2 * 4 * 128 * 2
+    assert geometry.request_kv_bytes(16) == 2 * largest_page
+    assert geometry.group_bytes_per_token(full) == largest_page // 16  # the padding counts
+
+
+GEMMA4_DOC_ROWS = {
+    "gemma-4-31B": GEMMA4_31B,
+    "gemma-4-26B-A4B": GEMMA4_26B_A4B,
+    "gemma-4-E4B": GEMMA4_E4B,
+    "gemma-4-E2B": GEMMA4_E2B,
+}
+
+
+def test_the_gemma4_numbers_in_the_docs() -> None:
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in KV_GEOMETRY_DOC.read_text(encoding="utf-8").splitlines()
+        if line.startswith("| ") and line.split("|")[1].strip() in GEMMA4_DOC_ROWS
+    ]
+    assert len(rows) == len(GEMMA4_DOC_ROWS)
+    for model, per_token, block, per_block, kv_bytes in rows:
+        kv = hybrid_geometry(GEMMA4_DOC_ROWS[model])
+        blocks = sorted({kv.group_block_tokens(g) for g in kv.layer_groups})
+        got = [kv.bytes_per_token, blocks, kv.bytes_per_block, kv.request_kv_bytes(8192)]
+        want = [
+            int(per_token.split()[0].replace(",", "")),
+            [int(size) for size in block.split()[0].split("/")],
+            int(per_block.split()[0].replace(",", "")),
+            int(kv_bytes.split()[0].replace(",", "")),
+        ]
+        assert got == want, model
+
+
+@pytest.mark.parametrize(
+    ("builtin", "text"),
+    [
+        ("google/gemma-4-31B-it", GEMMA4_31B),
+        ("google/gemma-4-26B-A4B-it", GEMMA4_26B_A4B),
+        ("google/gemma-4-E4B-it", GEMMA4_E4B),
+        ("google/gemma-4-E2B-it", GEMMA4_E2B),
+    ],
+    ids=["31B", "26B-A4B", "E4B", "E2B"],
+)
+def test_builtin_gemma4_profiles_lay_out_the_public_configs_blocks(
+    builtin: str, text: dict[str, Any]
+) -> None:
+    kv, public = load_profile(builtin).kv, hybrid_geometry(text)
+    assert (kv.block_tokens, kv.bytes_per_block) == (public.block_tokens, public.bytes_per_block)
+    for tokens in (1, 8192, 131_072):
+        assert kv.request_kv_bytes(tokens) == public.request_kv_bytes(tokens)

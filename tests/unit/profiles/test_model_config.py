@@ -13,6 +13,14 @@ from sidecar.profiles.builtins import BUILTIN_MODELS
 from sidecar.profiles.kv_geometry import KvGeometry
 from sidecar.profiles.model_config import read_text_model, text_config
 from tests.support.family_dirs import write_deepseek_vl2_dir, write_kimi_k25_dir, write_lfm2_vl_dir
+from tests.support.hybrid_models import (
+    GEMMA3N_E2B,
+    GEMMA3N_E4B,
+    GEMMA4_26B_A4B,
+    GEMMA4_31B,
+    GEMMA4_E2B,
+    GEMMA4_E4B,
+)
 
 GEMMA3_4B = "google/gemma-3-4b-it"
 
@@ -139,3 +147,72 @@ def test_an_lfm2_config_with_full_attn_idxs_only_has_conv_layers_elsewhere() -> 
     kv = KvGeometry(read_text_model({}, text).layer_groups, dtype_bytes=2)
     assert kv.bytes_per_token == 6 * 2 * 8 * 64 * 2
     assert kv.request_kv_bytes(8192) == (512 + 2 * 2) * 6 * 16 * 2048
+
+
+# -- Gemma 4 and Gemma 3n: global layers of their own shape, KV-shared layers ----------------
+
+
+def _geometry(text: dict[str, Any], **flags: Any) -> KvGeometry:
+    model = read_text_model({}, text_config({"text_config": text}))
+    return KvGeometry(model.layer_groups, dtype_bytes=2, layer_order=model.layer_order, **flags)
+
+
+def test_gemma4_31b_global_layers_cache_their_k_eq_v_heads_of_global_head_dim() -> None:
+    kv = _geometry(GEMMA4_31B)
+    # 10 global layers of 4 KV heads of 512 (K and V both cached), 50 sliding of 16 of 256.
+    assert kv.bytes_per_token == 10 * (2 * 4 * 512 * 2) + 50 * (2 * 16 * 256 * 2)
+    # 8,192 tokens: 256 global blocks of 32 tokens, 65 sliding blocks in each of 5 groups of
+    # 10, each block a 262,144-byte page in 10 layers. Reading every layer as a sliding one
+    # priced 2,194,145,280 bytes.
+    assert kv.request_kv_bytes(8192) == (256 + 5 * 65) * 10 * 262_144
+
+
+def test_gemma4_global_kv_heads_count_only_where_k_eq_v() -> None:
+    with_unused_heads = {**GEMMA4_E4B, "num_global_key_value_heads": 1}
+    assert _geometry(with_unused_heads) == _geometry(GEMMA4_E4B)
+    k_eq_v = {**with_unused_heads, "attention_k_eq_v": True}
+    assert _geometry(k_eq_v).bytes_per_token < _geometry(GEMMA4_E4B).bytes_per_token
+
+
+def test_gemma4_kv_shared_layers_hold_nothing_and_e4b_is_no_longer_priced_low() -> None:
+    kv = _geometry(GEMMA4_E4B)
+    # The first 24 of 42 layers hold KV: 4 global (2 KV heads of 512), 20 sliding (2 of 256).
+    assert kv.num_layers == 24
+    assert kv.bytes_per_token == 4 * (2 * 2 * 512 * 2) + 20 * (2 * 2 * 256 * 2)
+    # vLLM's figure (tests/renderer/test_kv_geometry.py); every layer at head_dim 256 said
+    # 155,287,552, below it.
+    assert kv.request_kv_bytes(8192) == 156_499_968
+
+
+def test_a_gemma4_config_naming_no_gemma4_keys_gets_the_class_defaults() -> None:
+    kv = _geometry({"model_type": "gemma4_text", "hidden_size": 2304, "num_hidden_layers": 12})
+    full, sliding = kv.layer_groups
+    assert (full.num_layers, full.num_kv_heads, full.head_dim) == (2, 4, 512)
+    assert (sliding.num_layers, sliding.head_dim, sliding.window_tokens) == (10, 256, 512)
+
+
+def test_gemma4_last_layer_is_global_whatever_layer_types_says() -> None:
+    text = {**GEMMA4_E2B, "num_kv_shared_layers": 0}
+    text["layer_types"] = [*text["layer_types"][:-1], "sliding_attention"]
+    assert _geometry(text) == _geometry({**GEMMA4_E2B, "num_kv_shared_layers": 0})
+
+
+def test_a_per_layer_config_saved_by_transformers_is_read_layer_by_layer() -> None:
+    saved = {k: v for k, v in GEMMA4_26B_A4B.items() if k not in ("global_head_dim",)}
+    saved["per_layer_config"] = {
+        f"{i:02d}": {"head_dim": 512, "num_key_value_heads": 2}
+        for i, kind in enumerate(GEMMA4_26B_A4B["layer_types"])
+        if kind == "full_attention"
+    }
+    assert _geometry(saved) == _geometry(GEMMA4_26B_A4B)
+
+
+def test_gemma3n_kv_shared_layers_hold_nothing() -> None:
+    # E4B's 35 layers and E2B's 30 both leave 20 that hold KV: 4 global, 16 sliding.
+    for text in (GEMMA3N_E4B, GEMMA3N_E2B):
+        kv = _geometry(text)
+        assert kv.num_layers == 20
+        assert kv.request_kv_bytes(8192) == 84_410_368
+    assert _geometry({k: v for k, v in GEMMA3N_E4B.items() if k != "num_kv_shared_layers"}) == (
+        _geometry(GEMMA3N_E4B)
+    )

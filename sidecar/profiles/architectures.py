@@ -736,6 +736,31 @@ _TABLE: tuple[Architecture, ...] = (
         "thumbnail), 257 tokens a tile + 2; crop_to_patches, min/max_patches top level only",
         proof=BY_NEW_FAMILIES,
     ),
+    # --- Step3-VL (StepVL and Step3p7 inherit its processing) ----------------------------------
+    _rule(
+        "Step3VLForConditionalGeneration",
+        "step3_vl",
+        "step3_vl",
+        "step3_vl",
+        note="vLLM's own Step3VLProcessor: a 728 px global view (171 tokens) + ImagePatcher's "
+        "windows of up to 504 px (83 each, a newline a row but the last); "
+        "vision_config.enable_patch read; server kwargs never reach it (accepted, ignored)",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "StepVLForConditionalGeneration",
+        "step_vl",
+        "step3_vl",
+        note="Step3-VL's class, processor and count (inherited registration)",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "Step3p7ForConditionalGeneration",
+        "step3p7",
+        "step3_vl",
+        note="Step3-VL's class, processor and count (inherited registration)",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- No rule yet --------------------------------------------------------------------------
     _rule(
         "AriaForConditionalGeneration",
@@ -787,7 +812,12 @@ _TABLE: tuple[Architecture, ...] = (
     _engine("MuseGlimmerForConditionalGeneration", "muse_glimmer"),
     _engine("MuseSparkForConditionalGeneration", "vllm.models.muse_spark"),
     _engine("OpenVLAForActionPrediction", "openvla"),
-    _engine("Ovis", "ovis"),
+    _engine(
+        "Ovis",
+        "ovis",
+        "1.6 / 2: vLLM's own OvisProcessor (transformers_utils/processors/ovis.py), not yet "
+        "reproduced and proven here",
+    ),
     _engine(
         "Phi3VForCausalLM",
         "phi3v",
@@ -800,9 +830,6 @@ _TABLE: tuple[Architecture, ...] = (
         "the count is read off the patch grid the remote NaFlex processor returns (absent here)",
     ),
     _engine("Qwen4ExpForConditionalGeneration", "vllm.models.qwen4_exp"),
-    _engine("StepVLForConditionalGeneration", "step_vl"),
-    _engine("Step3VLForConditionalGeneration", "step3_vl"),
-    _engine("Step3p7ForConditionalGeneration", "step3p7"),
     _engine("Step5ForConditionalGeneration", "vllm.models.step5"),
     _engine("NemotronParseForConditionalGeneration", "nemotron_parse", "encoder-decoder"),
     _engine("RadioMBartPrefixForCausalLM", "nemotron_parse3_5", "encoder-decoder"),

@@ -81,6 +81,8 @@ from sidecar.vision.phi4mm import PROCESSOR_KNOBS as PHI4MM_KNOBS
 from sidecar.vision.phi4mm import Phi4MMRule
 from sidecar.vision.pixtral import PixtralRule
 from sidecar.vision.qwen import QwenSmartResizeRule
+from sidecar.vision.step3_vl import PROCESSOR_KNOBS as STEP3_VL_KNOBS
+from sidecar.vision.step3_vl import Step3VLRule
 
 _KV_CACHE_DTYPE_BYTES = {
     "bfloat16": 2,
@@ -166,6 +168,7 @@ VISION_RULES: dict[str, VisionRuleFactory] = {
     "molmo2": Molmo2Rule.from_configs,
     "molmo": MolmoRule.from_configs,
     "ernie45_vl": Ernie45VLRule.from_configs,
+    "step3_vl": Step3VLRule.from_configs,
 }
 
 # The --mm-processor-kwargs knobs that reach each rule family's count (processor_kwargs); the
@@ -196,6 +199,7 @@ PROCESSOR_KNOBS: dict[str, frozenset[str]] = {
     "cohere2_vision": COHERE2_VISION_KNOBS,
     "molmo2": MOLMO2_KNOBS,
     "ernie45_vl": ERNIE45_VL_KNOBS,
+    "step3_vl": STEP3_VL_KNOBS,  # priced as vLLM prices them: ignored
 }
 
 

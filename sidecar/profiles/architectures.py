@@ -818,6 +818,31 @@ _TABLE: tuple[Architecture, ...] = (
         "thumbnail), 257 tokens a tile + 2; crop_to_patches, min/max_patches top level only",
         proof=BY_NEW_FAMILIES,
     ),
+    # --- Step3-VL (StepVL and Step3p7 inherit its processing) ----------------------------------
+    _rule(
+        "Step3VLForConditionalGeneration",
+        "step3_vl",
+        "step3_vl",
+        "step3_vl",
+        note="vLLM's own Step3VLProcessor: a 728 px global view (171 tokens) + ImagePatcher's "
+        "windows of up to 504 px (83 each, a newline a row but the last); "
+        "vision_config.enable_patch read; server kwargs never reach it (accepted, ignored)",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "StepVLForConditionalGeneration",
+        "step_vl",
+        "step3_vl",
+        note="Step3-VL's class, processor and count (inherited registration)",
+        proof=BY_NEW_FAMILIES,
+    ),
+    _rule(
+        "Step3p7ForConditionalGeneration",
+        "step3p7",
+        "step3_vl",
+        note="Step3-VL's class, processor and count (inherited registration)",
+        proof=BY_NEW_FAMILIES,
+    ),
     # --- No rule yet --------------------------------------------------------------------------
     _rule(
         "AriaForConditionalGeneration",
@@ -971,28 +996,10 @@ _TABLE: tuple[Architecture, ...] = (
         "geometry",
     ),
     _engine(
-        "StepVLForConditionalGeneration",
-        "step_vl",
-        "registered with Step3-VL's processor: vLLM's own Step3VLImageProcessor (a global view "
-        "plus patch crops when enable_patch), a tiling rule of its own, not yet written",
-    ),
-    _engine(
-        "Step3VLForConditionalGeneration",
-        "step3_vl",
-        "vLLM's own Step3VLImageProcessor: a global view plus patch crops (enable_patch), a "
-        "tiling rule of its own, not yet written",
-    ),
-    _engine(
-        "Step3p7ForConditionalGeneration",
-        "step3p7",
-        "registered with Step3-VL's processor (Step3VLImageProcessor's crops), a tiling rule of "
-        "its own, not yet written",
-    ),
-    _engine(
         "Step5ForConditionalGeneration",
         "vllm.models.step5",
-        "inherits Step 3.7's registration: Step3VLImageProcessor's crops, a tiling rule of its "
-        "own, not yet written",
+        "inherits Step 3.7's registration (the step3_vl rule's crops): not yet proven under "
+        "its own config class",
     ),
     _engine("NemotronParseForConditionalGeneration", "nemotron_parse", "encoder-decoder"),
     _engine("RadioMBartPrefixForCausalLM", "nemotron_parse3_5", "encoder-decoder"),

@@ -59,6 +59,18 @@ DEEPSEEK_VARIANT_SIZES = ((1, 1), (900, 3), (640, 480), (1000, 800), (3000, 400)
 DEEPSEEK_TILED_SIZES = ((2000, 1000), (1500, 1500), (3000, 3000))
 # Molmo 2's crops: several rows, several columns, a column of them, and the margins' edge.
 MOLMO2_TILED_SIZES = ((4032, 3024), (3000, 400), (300, 3000), (112, 112), (113, 400))
+# Step3-VL's windows: none, a narrow small image's, thin ones, the 3,024 px cap, a fraction of
+# 0.2 rounded down and up, and a side shrunk to 0 px (vLLM's patcher fails).
+STEP3_VL_APPLY_SIZES = (
+    *APPLY_SIZES, (727, 727), (700, 400), (728, 728), (100, 3000), (3000, 100), (604, 1000),
+    (605, 1000), (4032, 3024), (31, 2000), (32, 200000),
+)  # fmt: skip
+STEP3_VL_VARIANT_SIZES = (*VARIANT_APPLY_SIZES, (1000, 700), (32, 200000))
+# The costliest image (one column of 1 px windows), and sides shrunk to 0 px or just not.
+STEP3_VL_EXTREMES = (
+    (32, 96768), (96768, 32), (32, 200000), (200000, 32), (33, 100000), (31, 100000),
+    (32, 3024), (3024, 3024), (3025, 3025),
+)  # fmt: skip
 
 # The worker imports vLLM (about 20 s) and builds every family's processor (a few s each).
 pytestmark = pytest.mark.timeout(WORKER_TIMEOUT_SECONDS + 60)
@@ -96,9 +108,10 @@ class Family:
     # rest of the request): at least vLLM's count for the image alone, and equal to vLLM's own
     # most on the first MOST_SIZES sizes.
     never_low: bool = False
+    extreme_sizes: tuple[Size, ...] = ()  # the family's own extremes, beside EXTREME_SIZES
 
     def sizes(self, seed: int) -> list[Size]:
-        return [*EXTREME_SIZES, *random_sizes(seed, RANDOM_SIZES)]
+        return [*EXTREME_SIZES, *self.extreme_sizes, *random_sizes(seed, RANDOM_SIZES)]
 
 
 FAMILIES = (
@@ -931,6 +944,42 @@ FAMILIES = (
         "cohere2-vision-size-384", family_dirs.write_cohere2_vision_dir, "cohere2_vision",
         family_dirs.COHERE2_VISION_PROMPT, {"size": {"height": 384, "width": 384}},
         trust_remote_code=False, refused_at_start="size",
+    ),
+    # Step3-VL: vLLM's own processor; StepVL and Step3p7 inherit its registration. The server's
+    # kwargs never reach its image processor: enable_patch off there changes nothing (vLLM's
+    # counts equal the default's), while config.json's enable_patch off leaves the global view.
+    Family(
+        "step3-vl", family_dirs.write_step3_vl_dir, "step3_vl", family_dirs.STEP3_VL_PROMPT,
+        apply_sizes=STEP3_VL_APPLY_SIZES, trust_remote_code=False,
+        extreme_sizes=STEP3_VL_EXTREMES,
+    ),
+    Family(
+        "step3-vl-stepvl",
+        lambda directory: family_dirs.write_step3_vl_dir(
+            directory, architecture="StepVLForConditionalGeneration"
+        ),
+        "step3_vl", family_dirs.STEP3_VL_PROMPT, apply_sizes=STEP3_VL_VARIANT_SIZES,
+        trust_remote_code=False, extreme_sizes=STEP3_VL_EXTREMES,
+    ),
+    Family(
+        "step3-vl-step3p7",
+        lambda directory: family_dirs.write_step3_vl_dir(
+            directory, architecture="Step3p7ForConditionalGeneration"
+        ),
+        "step3_vl", family_dirs.STEP3_VL_PROMPT, apply_sizes=STEP3_VL_VARIANT_SIZES,
+        trust_remote_code=False, extreme_sizes=STEP3_VL_EXTREMES,
+    ),
+    Family(
+        "step3-vl-config-enable_patch-false",
+        lambda directory: family_dirs.write_step3_vl_dir(directory, enable_patch=False),
+        "step3_vl", family_dirs.STEP3_VL_PROMPT, apply_sizes=STEP3_VL_VARIANT_SIZES,
+        trust_remote_code=False, extreme_sizes=STEP3_VL_EXTREMES,
+    ),
+    Family(
+        "step3-vl-kwarg-enable_patch-false-ignored", family_dirs.write_step3_vl_dir, "step3_vl",
+        family_dirs.STEP3_VL_PROMPT, {"enable_patch": False, "patch_size": 252},
+        apply_sizes=STEP3_VL_VARIANT_SIZES, trust_remote_code=False,
+        extreme_sizes=STEP3_VL_EXTREMES,
     ),
 )  # fmt: skip
 

@@ -603,9 +603,33 @@ def _ernie45_vl(processor: Any) -> Count:
     return count
 
 
+def _step3_vl(processor: Any) -> Count:
+    # Step3VLMultiModalProcessor._get_prompt_updates.get_replacement_step1o: the replacement
+    # ids over the windows the HF processor's ImagePatcher cut (num_patches and
+    # patch_newline_mask). Here the patcher's own get_num_patches, its window count and rows
+    # for the size alone (the full path checks it against the cut), and the newline mask as
+    # __call__ builds it: the end of each row of x_num windows but the last. The image
+    # processor is the one the request's kwargs build (none here), as vLLM builds it.
+    info = processor.info
+    hf = info.get_hf_processor()
+    patcher = hf.image_processor.patcher
+
+    def count(width: int, height: int) -> int:
+        windows, rows_less_one = patcher.get_num_patches(width, height)
+        columns = windows // (rows_less_one + 1) if windows else 0
+        mask = [(index + 1) % columns == 0 for index in range(windows)] if windows else []
+        if mask:
+            mask[-1] = False
+        assert sum(mask) == rows_less_one, (windows, rows_less_one, mask)
+        return len(hf.get_image_repl_feature_ids(1, windows, mask))
+
+    return count
+
+
 COUNTS: dict[str, Callable[[Any], Count]] = {
     "ernie45_vl": _ernie45_vl,
     "cohere2_vision": _cohere2_vision,
+    "step3_vl": _step3_vl,
     "phi4mm": _phi4mm,
     "phi3v": _phi3v,
     "deepseek_ocr": _deepseek_ocr,

@@ -3719,3 +3719,80 @@ def write_minicpmv_dir(
         {"auto_map": auto_map, "processor_class": processor_class},
     )
     return directory
+
+
+# -- Step3-VL (and StepVL / Step3p7, which inherit its processing) -------------------------
+
+STEP3_VL_SPECIAL = (
+    "<unk>", "<|BOT|>", "<|EOT|>", "<im_patch>", "<im_start>", "<im_end>", "<patch_start>",
+    "<patch_end>", "<patch_newline>",
+)  # fmt: skip
+STEP3_VL_PROMPT = "hello <im_patch> describe"
+
+
+def write_step3_vl_dir(
+    directory: Path,
+    *,
+    architecture: str = "Step3VLForConditionalGeneration",
+    enable_patch: bool | None = None,
+) -> Path:
+    """stepfun-ai/step3's config.json as vLLM's Step3VLConfig reads it (its defaults are that
+    checkpoint's: a 728 px tower of 14 px patches, image_token_id 128001 in the real
+    vocabulary), towers shrunk; ``vision_config.enable_patch`` only where given (absent in
+    the checkpoint: on). ``architecture`` names StepVL or Step3p7 over the same config class,
+    whose processing their classes inherit. vLLM's processor reads no processor file."""
+    vocab = write_tokenizer(
+        directory,
+        STEP3_VL_SPECIAL,
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": "<|BOT|>",
+            "eos_token": "<|EOT|>",
+            "unk_token": "<unk>",
+        },
+    )
+    vision: dict[str, Any] = {
+        "model_type": "step3_vision_encoder",
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "output_hidden_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "image_size": 728,
+        "patch_size": 14,
+    }
+    if enable_patch is not None:
+        vision["enable_patch"] = enable_patch
+    write_json(
+        directory,
+        "config.json",
+        {
+            "architectures": [architecture],
+            "model_type": "step3_vl",
+            "torch_dtype": "bfloat16",
+            "image_token_id": vocab["<im_patch>"],
+            "understand_projector_stride": 1,
+            "projector_bias": True,
+            "vision_config": vision,
+            "text_config": {
+                "model_type": "step3_text",
+                "architectures": ["Step3TextForCausalLM"],
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_attention_heads": 2,
+                "num_attention_groups": 1,
+                "num_hidden_layers": 2,
+                "head_dim": 32,
+                "share_q_dim": 64,
+                "moe_layers_enum": [1],
+                "moe_num_experts": 2,
+                "moe_top_k": 1,
+                "moe_intermediate_size": 64,
+                "share_expert_dim": 64,
+                "vocab_size": len(vocab) + 16,
+                "max_seq_len": 65536,
+                "max_position_embedding": 65536,
+            },
+        },
+    )
+    return directory

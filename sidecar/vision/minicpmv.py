@@ -25,7 +25,6 @@ processor's API, and MiniCPM-o 4.5 has its own: ``minicpmv_declines`` /
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +36,7 @@ from sidecar.vision.minicpmv4_6 import (
     ID_TAG_TOKENS,
     Grid,
     image_id_extra_tokens,
+    slice_count_candidates,
     sliced_grid,
 )
 from sidecar.vision.tiling import Size, TiledDownscale
@@ -149,16 +149,9 @@ class MiniCPMVRule(TiledDownscale):
     def downscale_candidates(self, width_px: int, height_px: int) -> list[Size]:
         """The image scaled to just under each slice count's area (the count steps there),
         and down a ladder of scales: every candidate is priced before one is kept."""
-        area = width_px * height_px
-        scales = {0.97**step for step in range(1, 200)}
-        budget = self.scale_resolution_px**2
-        for slices in range(1, self.max_slice_nums + 1):
-            if slices * budget < area:
-                scales.add(math.sqrt(slices * budget / area))
-        return [
-            (max(1, math.floor(width_px * s)), max(1, math.floor(height_px * s)))
-            for s in sorted(scales)
-        ]
+        return slice_count_candidates(
+            width_px, height_px, self.scale_resolution_px, self.max_slice_nums
+        )
 
     def describe(self) -> str:
         return (

@@ -115,6 +115,23 @@ def best_resize(
     return ensure_divide(height_px, unit_px), ensure_divide(width_px, unit_px)
 
 
+def slice_count_candidates(
+    width_px: int, height_px: int, scale_resolution_px: int, max_slice_nums: int
+) -> list[Size]:
+    """Downscale candidates for MiniCPM-V's slicing: the image scaled to just under each slice
+    count's area (where the count steps), and down a ladder of scales."""
+    area = width_px * height_px
+    scales = {0.97**step for step in range(1, 200)}
+    budget = scale_resolution_px**2
+    for slices in range(1, max(1, max_slice_nums) + 1):
+        if slices * budget < area:
+            scales.add(math.sqrt(slices * budget / area))
+    return [
+        (max(1, math.floor(width_px * s)), max(1, math.floor(height_px * s)))
+        for s in sorted(scales)
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class MiniCPMV4_6Rule(TiledDownscale):
     """``5 + source + slices x (2 + per slice) + rows - 1`` for the first ten images."""
@@ -237,16 +254,9 @@ class MiniCPMV4_6Rule(TiledDownscale):
     def downscale_candidates(self, width_px: int, height_px: int) -> list[Size]:
         """The image scaled to just under each slice count's area, and down a ladder of
         scales: every candidate is priced by the exact rule before one is kept."""
-        area = width_px * height_px
-        scales = {0.97**step for step in range(1, 200)}
-        budget = self.scale_resolution_px**2
-        for slices in range(1, max(1, self.max_slice_nums) + 1):
-            if slices * budget < area:
-                scales.add(math.sqrt(slices * budget / area))
-        return [
-            (max(1, math.floor(width_px * s)), max(1, math.floor(height_px * s)))
-            for s in sorted(scales)
-        ]
+        return slice_count_candidates(
+            width_px, height_px, self.scale_resolution_px, self.max_slice_nums
+        )
 
     def describe(self) -> str:
         return (
